@@ -1,0 +1,40 @@
+# Two commands on a fresh machine: `make run` and `make test`.
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+DB     ?= sqlite:///ppe.db
+PYTEST_ARGS ?=
+
+.PHONY: run test lint bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install -q -e '.[test]'
+	touch $@ $(VENV)/.installed
+
+## Set up and start the service with its dashboard on an embedded SQLite store.
+run: $(VENV)/.installed
+	$(BIN)/ppe serve --db $(DB)
+
+## Set up and run the whole test suite.
+test: $(VENV)/.installed-test
+	$(BIN)/pytest $(PYTEST_ARGS)
+
+## Style and types: ruff everywhere, mypy on the pure packages.
+lint: $(VENV)/.installed-test
+	$(BIN)/ruff check .
+	$(BIN)/mypy forecaster scheduler ppe/core
+
+## Print the performance figures the issues ask for.
+bench: $(VENV)/.installed-test
+	@for b in benchmarks/bench_*.py; do echo "== $$b"; $(BIN)/python $$b || exit 1; done
+
+clean:
+	rm -rf $(VENV) build *.egg-info .pytest_cache .mypy_cache .ruff_cache

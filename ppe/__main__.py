@@ -1,0 +1,3 @@
+from ppe.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""The `ppe` command: serve, tokens, and the tools other packages provide."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import os
+import sys
+from collections.abc import Sequence
+
+from ppe.service.config import ENV_DB_URL, database_url_from_env
+
+# Subcommands implemented elsewhere: name -> (module with main(argv), one-line help).
+DELEGATED = {
+    "sensor": ("sensors.cli", "run a sensor daemon on this host"),
+    "replay": ("ppe.replay.cli", "replay recorded load traces through the pipeline"),
+    "forecast-eval": ("ppe.evaluation.forecast_eval", "score the forecaster on load traces"),
+}
+
+
+def _db_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--db", default=None, help=f"database URL (default: ${ENV_DB_URL} or sqlite)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="ppe", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    serve = sub.add_parser("serve", help="start the HTTP service and dashboard")
+    _db_arg(serve)
+    serve.add_argument("--host", default="127.0.0.1")
+    serve.add_argument("--port", type=int, default=8000)
+    serve.add_argument("--workers", type=int, default=1)
+    serve.add_argument("--demo-auth", action="store_true",
+                       help="requests without a token act as admin (local trials only)")
+    serve.add_argument("--trace-dir", action="append", default=[],
+                       help="directory of server-side traces replay jobs may use")
+    serve.add_argument("--log-level", default="info")
+
+    token = sub.add_parser("token", help="manage API tokens")
+    tsub = token.add_subparsers(dest="token_command", required=True)
+    create = tsub.add_parser("create", help="create a token; it is printed alone on the last line")
+    create.add_argument("--role", required=True, choices=["sensor", "app", "operator", "admin"])
+    create.add_argument("--label", default="")
+    _db_arg(create)
+
+    mig = sub.add_parser("migrate", help="apply database migrations and exit")
+    _db_arg(mig)
+
+    for name, (_, help_text) in DELEGATED.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return parser
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from ppe.service.store.db import migrate
+
+    url = database_url_from_env(args.db)
+    migrate(url)  # once, before any worker starts
+    _print_bootstrap_token(url)
+    os.environ[ENV_DB_URL] = url
+    os.environ["PPE_SKIP_MIGRATIONS"] = "1"
+    os.environ["PPE_DEMO_AUTH"] = "1" if args.demo_auth else ""
+    if args.trace_dir:
+        os.environ["PPE_TRACE_DIRS"] = os.pathsep.join(args.trace_dir)
+    print(f"PPE serving on http://{args.host}:{args.port} (store: {url})", flush=True)
+    uvicorn.run(
+        "ppe.service.app:create_app_from_env",
+        factory=True,
+        host=args.host,
+        port=args.port,
+        workers=args.workers,
+        log_level=args.log_level,
+    )
+    return 0
+
+
+def _print_bootstrap_token(url: str) -> None:
+    from ppe.service.store.db import make_engine, make_sessionmaker, session_scope
+    from ppe.service.store.tokens import bootstrap_admin
+
+    engine = make_engine(url)
+    with session_scope(make_sessionmaker(engine)) as session:
+        token = bootstrap_admin(session)
+    engine.dispose()
+    if token:
+        print("First start on this store: an admin token was created (shown once).")
+        print("  log in to the dashboard with it, or make others: ppe token create --role ...")
+        print(f"  PPE_ADMIN_TOKEN={token}", flush=True)
+
+
+def cmd_token_create(args: argparse.Namespace) -> int:
+    from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
+    from ppe.service.store.tokens import create_token
+
+    url = database_url_from_env(args.db)
+    migrate(url)
+    engine = make_engine(url)
+    with session_scope(make_sessionmaker(engine)) as session:
+        token = create_token(session, args.role, args.label)
+    engine.dispose()
+    print(f"created a {args.role} token (store it now; only its hash is kept):", file=sys.stderr)
+    print(token)
+    return 0
+
+
+def cmd_migrate(args: argparse.Namespace) -> int:
+    from ppe.service.store.db import migrate
+
+    url = database_url_from_env(args.db)
+    migrate(url)
+    print(f"schema is up to date ({url})")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in DELEGATED:
+        module = importlib.import_module(DELEGATED[argv[0]][0])
+        return int(module.main(argv[1:]) or 0)
+    args = build_parser().parse_args(argv)
+    if args.command == "serve":
+        return cmd_serve(args)
+    if args.command == "token":
+        return cmd_token_create(args)
+    if args.command == "migrate":
+        return cmd_migrate(args)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,50 @@
+"""Measurement ingestion: a batch is accepted whole or rejected whole."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends
+from fastapi.responses import JSONResponse
+from sqlalchemy.orm import Session
+
+from ppe.service.auth import SENSOR_WRITE, require
+from ppe.service.config import Settings
+from ppe.service.deps import get_metrics, get_session, get_settings
+from ppe.service.metrics import Metrics
+from ppe.service.schemas import BatchAccepted, MeasurementBatch, ProblemReport
+from ppe.service.store.measurements import Row, insert_batch
+from ppe.service.validation import check_batch
+
+router = APIRouter(tags=["measurements"])
+
+
+@router.post(
+    "/measurements",
+    response_model=BatchAccepted,
+    responses={422: {"model": ProblemReport, "description": "batch rejected whole"}},
+)
+def post_measurements(
+    batch: MeasurementBatch,
+    session: Session = Depends(get_session),
+    settings: Settings = Depends(get_settings),
+    metrics: Metrics = Depends(get_metrics),
+    _role: str = Depends(require(*SENSOR_WRITE)),
+) -> BatchAccepted | JSONResponse:
+    problems = check_batch(
+        batch.measurements,
+        max_batch=settings.max_batch,
+        max_future_skew_s=settings.max_future_skew_s,
+    )
+    if problems:
+        metrics.rejected_batches.labels("invalid").inc()
+        return JSONResponse(
+            ProblemReport(detail=problems).model_dump(), status_code=422
+        )
+    rows = [
+        Row(m.resource, m.metric, m.peer or "", float(m.timestamp), float(m.value))
+        for m in batch.measurements
+    ]
+    inserted = insert_batch(session, rows)
+    session.commit()  # acknowledge only what is durable
+    metrics.measurements.inc(len(rows))
+    metrics.measurements_new.inc(inserted)
+    return BatchAccepted(accepted=len(rows), inserted=inserted, duplicates=len(rows) - inserted)

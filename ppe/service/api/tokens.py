@@ -1,0 +1,22 @@
+"""Token management for admins (the CLI's `ppe token create` does the same offline)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Depends, status
+from sqlalchemy.orm import Session
+
+from ppe.service.auth import ADMIN, require
+from ppe.service.deps import get_session
+from ppe.service.schemas import TokenCreate, TokenCreated
+from ppe.service.store.tokens import create_token
+
+router = APIRouter(tags=["tokens"])
+
+
+@router.post("/tokens", response_model=TokenCreated, status_code=status.HTTP_201_CREATED)
+def post_token(
+    body: TokenCreate,
+    session: Session = Depends(get_session),
+    _role: str = Depends(require(*ADMIN)),
+) -> TokenCreated:
+    return TokenCreated(token=create_token(session, body.role, body.label), role=body.role)

@@ -1,0 +1,80 @@
+"""The FastAPI application: routers, lifespan-owned state, error shapes."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import APIRouter, FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from ppe import __version__
+from ppe.service.api import health, measurements, resources, tokens
+from ppe.service.auth import TokenCache
+from ppe.service.config import Settings
+from ppe.service.metrics import Metrics, MetricsMiddleware
+from ppe.service.store.db import make_engine, make_sessionmaker, migrate
+
+API_PREFIX = "/api/v1"
+
+
+def _problems_from_validation(exc: RequestValidationError) -> list[dict[str, Any]]:
+    """Turn pydantic's error list into DESIGN.md's shape: which item, which field, why."""
+    problems = []
+    for err in exc.errors():
+        loc = [p for p in err.get("loc", ()) if p != "body"]
+        index = next((p for p in loc if isinstance(p, int)), None)
+        field = ".".join(str(p) for p in loc if not isinstance(p, int)) or None
+        problems.append({"index": index, "field": field, "reason": err.get("msg", "invalid")})
+    return problems
+
+
+async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
+    assert isinstance(exc, RequestValidationError)
+    metrics: Metrics = request.app.state.metrics
+    if request.url.path.endswith("/measurements"):
+        metrics.rejected_batches.labels("schema").inc()
+    return JSONResponse({"detail": _problems_from_validation(exc)}, status_code=422)
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or Settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        if settings.migrate_on_start:
+            migrate(settings.database_url)
+        engine = make_engine(settings.database_url)
+        app.state.engine = engine
+        app.state.sessions = make_sessionmaker(engine)
+        from ppe.service.forecasts import ForecastCache
+
+        app.state.forecasts = ForecastCache(engine, history_limit=settings.history_limit)
+        yield
+        engine.dispose()
+
+    app = FastAPI(
+        title="PPE",
+        version=__version__,
+        description="Stochastic grid scheduling: forecasts, interval predictions, schedules.",
+        lifespan=lifespan,
+    )
+    app.state.settings = settings
+    app.state.metrics = Metrics()
+    app.state.token_cache = TokenCache()
+    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_exception_handler(RequestValidationError, _validation_handler)
+
+    api = APIRouter(prefix=API_PREFIX)
+    for module in (measurements, resources, tokens):
+        api.include_router(module.router)
+    app.include_router(health.router)
+    app.include_router(api)
+    return app
+
+
+def create_app_from_env() -> FastAPI:
+    """Factory for uvicorn workers, which get their settings through the environment."""
+    return create_app(Settings.from_env())

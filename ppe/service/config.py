@@ -1,0 +1,43 @@
+"""Service settings, read once at start-up from flags and the environment."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+DEFAULT_DB_URL = "sqlite:///ppe.db"
+ENV_DB_URL = "PPE_DATABASE_URL"
+
+
+def database_url_from_env(explicit: str | None = None) -> str:
+    """Flag beats environment beats the embedded SQLite default in the working directory."""
+    return explicit or os.environ.get(ENV_DB_URL) or DEFAULT_DB_URL
+
+
+@dataclass(frozen=True)
+class Settings:
+    database_url: str = DEFAULT_DB_URL
+    # Relaxed auth for local trials: requests without a token act as admin.
+    demo_auth: bool = False
+    # Largest accepted measurement batch; bigger ones are rejected whole (documented in README).
+    max_batch: int = 50_000
+    # A measurement stamped further than this into the future is rejected as a clock error.
+    max_future_skew_s: float = 86_400.0
+    # Apply Alembic migrations in the app's lifespan (the CLI does it once before forking workers).
+    migrate_on_start: bool = True
+    # How many recent samples per series the forecast cache keeps.
+    history_limit: int = 20_000
+    # Where replay jobs may read server-side traces from.
+    trace_dirs: tuple[str, ...] = field(default_factory=tuple)
+
+    @classmethod
+    def from_env(cls) -> Settings:
+        """Workers started by uvicorn's factory mode get their settings through the environment."""
+        dirs = tuple(d for d in os.environ.get("PPE_TRACE_DIRS", "").split(os.pathsep) if d)
+        return cls(
+            database_url=database_url_from_env(),
+            demo_auth=os.environ.get("PPE_DEMO_AUTH", "") == "1",
+            max_batch=int(os.environ.get("PPE_MAX_BATCH", "50000")),
+            migrate_on_start=os.environ.get("PPE_SKIP_MIGRATIONS", "") != "1",
+            trace_dirs=dirs,
+        )

@@ -1,0 +1,4 @@
+"""Placeholder replaced below."""
+class ForecastCache:
+    def __init__(self, engine, history_limit=20000):
+        self.engine = engine

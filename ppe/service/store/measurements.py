@@ -1,0 +1,134 @@
+"""Writing measurement batches and reading series back."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from sqlalchemy import Engine, and_, func, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.orm import Session
+
+from ppe.service.store.models import Measurement, Resource, Series
+
+SeriesKey = tuple[str, str, str]  # (resource, metric, peer or "")
+
+
+@dataclass(frozen=True)
+class Row:
+    resource: str
+    metric: str
+    peer: str
+    timestamp: float
+    value: float
+
+
+def _insert(session: Session, table):  # type: ignore[no-untyped-def]
+    """Dialect-specific INSERT so that ON CONFLICT DO NOTHING is available."""
+    dialect = session.get_bind().dialect.name
+    return (postgresql.insert if dialect == "postgresql" else sqlite.insert)(table)
+
+
+def ensure_resources(session: Session, names: Iterable[str]) -> dict[str, int]:
+    names = sorted(set(names))
+    if not names:
+        return {}
+    session.execute(
+        _insert(session, Resource.__table__).on_conflict_do_nothing(index_elements=["name"]),
+        [{"name": n, "properties": {}, "created_at": _now()} for n in names],
+    )
+    rows = session.execute(select(Resource.name, Resource.id).where(Resource.name.in_(names)))
+    return {name: rid for name, rid in rows}
+
+
+def ensure_series(session: Session, keys: Iterable[SeriesKey]) -> dict[SeriesKey, int]:
+    """Register unknown resources and series (peers become resources too) and return ids."""
+    keys = sorted(set(keys))
+    names = {k[0] for k in keys} | {k[2] for k in keys if k[2]}
+    ids = ensure_resources(session, names)
+    session.execute(
+        _insert(session, Series.__table__).on_conflict_do_nothing(
+            index_elements=["resource_id", "metric", "peer"]
+        ),
+        [{"resource_id": ids[r], "metric": m, "peer": p} for r, m, p in keys],
+    )
+    by_id = {rid: name for name, rid in ids.items()}
+    rows = session.execute(
+        select(Series.id, Series.resource_id, Series.metric, Series.peer).where(
+            Series.resource_id.in_(list(by_id))
+        )
+    )
+    wanted = set(keys)
+    out: dict[SeriesKey, int] = {}
+    for sid, rid, metric, peer in rows:
+        key = (by_id[rid], metric, peer)
+        if key in wanted:
+            out[key] = sid
+    return out
+
+
+def insert_batch(session: Session, rows: Sequence[Row]) -> int:
+    """Write a batch in the caller's transaction; duplicates of stored rows are skipped.
+
+    Returns how many rows were new.
+    """
+    series_ids = ensure_series(session, {(r.resource, r.metric, r.peer) for r in rows})
+    values = [
+        {
+            "series_id": series_ids[(r.resource, r.metric, r.peer)],
+            "timestamp": r.timestamp,
+            "value": r.value,
+        }
+        for r in rows
+    ]
+    stmt = (
+        _insert(session, Measurement.__table__)
+        .on_conflict_do_nothing(index_elements=["series_id", "timestamp"])
+        .returning(Measurement.__table__.c.series_id)
+    )
+    # RETURNING gives an exact count of new rows on both dialects (psycopg's rowcount is -1).
+    return len(session.execute(stmt, values).all())
+
+
+def count_measurements(session: Session) -> int:
+    return int(session.execute(select(func.count()).select_from(Measurement)).scalar_one())
+
+
+def _now() -> float:
+    return time.time()
+
+
+def find_series(session: Session, resource: str, metric: str, peer: str = "") -> int | None:
+    row = session.execute(
+        select(Series.id)
+        .join(Resource)
+        .where(and_(Resource.name == resource, Series.metric == metric, Series.peer == peer))
+    ).first()
+    return row[0] if row else None
+
+
+def read_series(
+    engine: Engine,
+    series_id: int,
+    *,
+    after: float | None = None,
+    before: float | None = None,
+    limit: int = 20_000,
+) -> tuple[list[float], list[float]]:
+    """The newest `limit` samples in (after, before), oldest first."""
+    conds = [Measurement.series_id == series_id]
+    if after is not None:
+        conds.append(Measurement.timestamp > after)
+    if before is not None:
+        conds.append(Measurement.timestamp < before)
+    stmt = (
+        select(Measurement.timestamp, Measurement.value)
+        .where(*conds)
+        .order_by(Measurement.timestamp.desc())
+        .limit(limit)
+    )
+    with engine.connect() as conn:
+        rows = conn.execute(stmt).all()
+    rows.reverse()
+    return [r[0] for r in rows], [r[1] for r in rows]

@@ -1,0 +1,116 @@
+"""Typed SQLAlchemy 2 declarative models for everything PPE keeps."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    String,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+METRICS = ("cpu", "bandwidth", "latency")
+LINK_METRICS = ("bandwidth", "latency")
+ROLES = ("sensor", "app", "operator", "admin")
+# BigInteger ids on PostgreSQL, plain INTEGER (rowid alias) on SQLite.
+IdType = BigInteger().with_variant(Integer(), "sqlite")
+
+
+def _now() -> float:
+    return time.time()
+
+
+class Base(DeclarativeBase):
+    type_annotation_map = {dict[str, Any]: JSON}
+
+
+class Resource(Base):
+    """A grid host. `properties` carries benchmark (s/element), memory_bytes, and the like."""
+
+    __tablename__ = "resources"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    properties: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+    series: Mapped[list[Series]] = relationship(back_populates="resource")
+
+
+class Series(Base):
+    """One measured quantity: (resource, metric, peer). `peer` is '' for host metrics."""
+
+    __tablename__ = "series"
+    __table_args__ = (UniqueConstraint("resource_id", "metric", "peer", name="uq_series_key"),)
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    resource_id: Mapped[int] = mapped_column(ForeignKey("resources.id", ondelete="CASCADE"))
+    metric: Mapped[str] = mapped_column(String(32))
+    peer: Mapped[str] = mapped_column(String(255), default="")
+    resource: Mapped[Resource] = relationship(back_populates="series")
+
+
+class Measurement(Base):
+    """Primary key (series, timestamp) is what makes re-posted batches idempotent."""
+
+    __tablename__ = "measurements"
+    series_id: Mapped[int] = mapped_column(
+        ForeignKey("series.id", ondelete="CASCADE"), primary_key=True
+    )
+    timestamp: Mapped[float] = mapped_column(Float, primary_key=True)
+    value: Mapped[float] = mapped_column(Float)
+
+
+class ApiToken(Base):
+    """Bearer tokens, stored as SHA-256 digests: they are random, so no slow hash is needed."""
+
+    __tablename__ = "api_tokens"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    role: Mapped[str] = mapped_column(String(16))
+    label: Mapped[str] = mapped_column(String(255), default="")
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+    revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+
+
+class ServedLog(Base):
+    """Every schedule and prediction served, request and answer as sent."""
+
+    __tablename__ = "served_log"
+    __table_args__ = (Index("ix_served_kind_id", "kind", "id"),)
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    kind: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+    request: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    response: Mapped[dict[str, Any]] = mapped_column(default=dict)
+
+
+class UserModel(Base):
+    """Performance-grammar models users registered (Prophecy's template database)."""
+
+    __tablename__ = "user_models"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    text: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class ReplayJob(Base):
+    __tablename__ = "replay_jobs"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    config: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
