@@ -53,3 +53,74 @@ def traces_dir() -> Path:
     if not TRACES_DIR.is_dir():
         pytest.skip(f"real traces not found at {TRACES_DIR}")
     return TRACES_DIR
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ServerProcess:
+    """A real `ppe serve` process on loopback, for tests that need a true server."""
+
+    def __init__(self, db_url: str, *extra: str, port: int | None = None) -> None:
+        import subprocess
+        import sys
+
+        self.db_url = db_url
+        self.port = port or free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        cmd = [sys.executable, "-m", "ppe", "serve", "--db", db_url, "--port", str(self.port),
+               "--log-level", "warning", *extra]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.wait_ready()
+
+    def wait_ready(self, timeout: float = 60.0) -> None:
+        import time
+
+        import httpx
+
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                out = self.proc.stdout.read().decode() if self.proc.stdout else ""
+                raise RuntimeError(f"server exited early:\n{out}")
+            try:
+                if httpx.get(self.base_url + "/healthz", timeout=1.0).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.1)
+        raise TimeoutError("server did not become ready")
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown hooks, no flushing — what a crash looks like."""
+        self.proc.kill()
+        self.proc.wait(10)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except Exception:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture
+def server_factory() -> Iterator[type[ServerProcess]]:
+    """Start servers with `server_factory(db_url, *args)`; all are stopped after the test."""
+    started: list[ServerProcess] = []
+
+    class Tracked(ServerProcess):
+        def __init__(self, *a: str, **kw: object) -> None:
+            super().__init__(*a, **kw)  # type: ignore[arg-type]
+            started.append(self)
+
+    yield Tracked
+    for s in started:
+        s.stop()

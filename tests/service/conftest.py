@@ -39,3 +39,9 @@ def env(db_url: str) -> Iterator[Env]:
     app = create_app(Settings(database_url=db_url, max_batch=20_000))
     with TestClient(app) as client:
         yield Env(client, db_url, tokens)
+
+
+@pytest.fixture
+def env_tokens_factory():  # type: ignore[no-untyped-def]
+    """Migrate a store and return one fresh token per role."""
+    return make_tokens
