@@ -1,0 +1,36 @@
+"""NWS-style forecaster: predictor battery, adaptive selection, intervals, distributions, horizons.
+
+Pure library (no I/O). The service and the replay call :func:`forecast_series`; long-lived online
+state per series is a :class:`SeriesForecaster`; :func:`batch_forecasts` replays a whole series
+vectorised and gives the same answers row for row.
+"""
+
+from forecaster.api import InsufficientData, SeriesForecast, forecast_series
+from forecaster.batch import BatchResult, batch_forecasts, select_batch
+from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
+from forecaster.distribution import Distribution, FitOptions, consolidate, fit_distribution
+from forecaster.horizon import block_means, horizon_distribution
+from forecaster.members import batch_member_forecasts, member_names
+from forecaster.online import MemberError, OneStep, SeriesForecaster
+
+__all__ = [
+    "DEFAULT_CONFIG",
+    "BatchResult",
+    "Distribution",
+    "FitOptions",
+    "ForecasterConfig",
+    "InsufficientData",
+    "MemberError",
+    "OneStep",
+    "SeriesForecast",
+    "SeriesForecaster",
+    "batch_forecasts",
+    "batch_member_forecasts",
+    "block_means",
+    "consolidate",
+    "fit_distribution",
+    "forecast_series",
+    "horizon_distribution",
+    "member_names",
+    "select_batch",
+]

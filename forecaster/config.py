@@ -30,7 +30,7 @@ def decay_from_half_life(half_life: float) -> float:
 
 @dataclass(frozen=True)
 class ForecasterConfig:
-    """Everything that shapes a forecaster; the same config gives the same forecasts on both paths."""
+    """Everything that shapes a forecaster; one config gives the same forecasts on both paths."""
 
     mean_widths: tuple[int, ...] = (5, 10, 20, 30)
     median_widths: tuple[int, ...] = (5, 11, 21, 31)
@@ -46,7 +46,7 @@ class ForecasterConfig:
     ar_min_fit: int = 24
     #: how the battery's winner is chosen: NWS's cumulative error or a discounted one.
     selection: Selection = "discounted"
-    selection_error: ErrorKind = "squared"
+    selection_error: ErrorKind = "absolute"
     selection_half_life: float = 288.0
     interval_window: int = 250
     #: fewest samples :func:`forecaster.forecast_series` accepts (below it: ``InsufficientData``).

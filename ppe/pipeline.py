@@ -16,8 +16,6 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-import numpy as np
-
 import scheduler
 from ppe import core
 from ppe.core.stochastic import Point
@@ -136,9 +134,7 @@ def total_rows(params: Mapping[str, Any]) -> int:
 
 def resolve_model(app: Any) -> Any:
     """A built-in model by name ("sor", "jacobi2d"), or a model object passed through."""
-    if isinstance(app, str):
-        return core.builtin_model(app)
-    return app
+    return core.get_model(app)
 
 
 def host_inputs(
@@ -237,12 +233,6 @@ def _predict(
     return pred, per_host
 
 
-def _settled(previous: float | None, current: float, tolerance: float) -> bool:
-    if previous is None or not np.isfinite(current):
-        return False
-    return abs(current - previous) <= tolerance * max(previous, 1e-12)
-
-
 def plan(
     app: Any,
     params: Mapping[str, Any],
@@ -263,34 +253,36 @@ def plan(
     if not hosts:
         raise ValueError("no hosts to schedule on")
     model = resolve_model(app)
-    horizon = opts.initial_horizon
-    result: PlanResult | None = None
-    for rnd in range(1, opts.max_rounds + 1):
-        forecasts = dict(forecasts_for(horizon))
+    last: dict[str, Any] = {}
+
+    def predict_fn(forecasts: Mapping[str, HostForecasts]) -> Any:
         inputs = host_inputs(hosts, forecasts)
         sched = _schedule(model, params, hosts, inputs, strategy, opts)
         rows = {h.name: int(sched.rows.get(h.name, 0)) for h in hosts}
         pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)
-        makespan = float(pred.makespan.mean())
-        converged = _settled(horizon, makespan, opts.tolerance)
-        result = PlanResult(
-            strategy=strategy,
-            hosts=[h.name for h in hosts],
-            rows=rows,
-            per_host=per_host,
-            makespan=pred.makespan,
-            inputs=forecasts,
-            horizon_s=horizon,
-            rounds=rnd,
-            converged=converged,
-            schedule=sched,
-            prediction=pred,
-        )
-        if converged:
-            break
-        horizon = makespan
-    assert result is not None
-    return result
+        last.update(schedule=sched, rows=rows, per_host=per_host)
+        return pred
+
+    res = core.iterate_horizon(
+        predict_fn,
+        lambda h: dict(forecasts_for(h)),
+        start_horizon=opts.initial_horizon,
+        tol=opts.tolerance,
+        max_iter=opts.max_rounds,
+    )
+    return PlanResult(
+        strategy=strategy,
+        hosts=[h.name for h in hosts],
+        rows=last["rows"],
+        per_host=last["per_host"],
+        makespan=res.prediction.makespan,
+        inputs=res.inputs,
+        horizon_s=res.horizon_s,
+        rounds=res.iterations,
+        converged=res.converged,
+        schedule=last["schedule"],
+        prediction=res.prediction,
+    )
 
 
 def predict_allocation(
@@ -310,26 +302,28 @@ def predict_allocation(
     clean = {h.name: int(rows[h.name]) for h in hosts}
     if any(r < 0 for r in clean.values()):
         raise ValueError("rows must be non-negative")
-    horizon = opts.initial_horizon
-    result: PredictResult | None = None
-    for rnd in range(1, opts.max_rounds + 1):
-        forecasts = dict(forecasts_for(horizon))
+    per_host_box: dict[str, Any] = {}
+
+    def predict_fn(forecasts: Mapping[str, HostForecasts]) -> Any:
         pred, per_host = _predict(model, params, hosts, forecasts, clean, opts)
-        makespan = float(pred.makespan.mean())
-        converged = _settled(horizon, makespan, opts.tolerance)
-        result = PredictResult(
-            hosts=[h.name for h in hosts],
-            rows=clean,
-            per_host=per_host,
-            makespan=pred.makespan,
-            inputs=forecasts,
-            horizon_s=horizon,
-            rounds=rnd,
-            converged=converged,
-            prediction=pred,
-        )
-        if converged:
-            break
-        horizon = makespan
-    assert result is not None
-    return result
+        per_host_box.update(per_host)
+        return pred
+
+    res = core.iterate_horizon(
+        predict_fn,
+        lambda h: dict(forecasts_for(h)),
+        start_horizon=opts.initial_horizon,
+        tol=opts.tolerance,
+        max_iter=opts.max_rounds,
+    )
+    return PredictResult(
+        hosts=[h.name for h in hosts],
+        rows=clean,
+        per_host=dict(per_host_box),
+        makespan=res.prediction.makespan,
+        inputs=res.inputs,
+        horizon_s=res.horizon_s,
+        rounds=res.iterations,
+        converged=res.converged,
+        prediction=res.prediction,
+    )

@@ -1,0 +1,37 @@
+"""Pure time-balancing scheduler: balance, strategies over stochastic hosts, resource selection.
+
+No I/O: hosts come in as linear time models (``a * rows + b``), with plain numbers or stochastic
+values (scipy.stats-shaped, see ``Stochastic``); schedules come out as plain dataclasses.
+"""
+
+from scheduler.balance import Allocation, LinearHost, balance
+from scheduler.errors import Infeasible
+from scheduler.laws import Stochastic
+from scheduler.problem import StochasticHost
+from scheduler.selection import select_resources
+from scheduler.stats import TimeStats
+from scheduler.strategies import (
+    MONTE_CARLO_STRATEGIES,
+    STRATEGIES,
+    Schedule,
+    predict_times,
+    schedule,
+    simulate_makespans,
+)
+
+__all__ = [
+    "MONTE_CARLO_STRATEGIES",
+    "STRATEGIES",
+    "Allocation",
+    "Infeasible",
+    "LinearHost",
+    "Schedule",
+    "Stochastic",
+    "StochasticHost",
+    "TimeStats",
+    "balance",
+    "predict_times",
+    "schedule",
+    "select_resources",
+    "simulate_makespans",
+]

@@ -1,0 +1,1 @@
+"""Sensor daemon: CPU availability, bandwidth and latency, streamed to PPE without loss."""

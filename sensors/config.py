@@ -187,32 +187,51 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("name", str, "this host's resource name (default: hostname)", "HOST"),
     Setting("period", _positive(float), "seconds between measurements (default 10)", "S"),
     Setting("peers", _peers, "peers to probe: [name=]host:port,...", "LIST"),
-    Setting("listen", lambda v: parse_endpoint(str(v), 7000) if str(v) else None,
-            "serve probes on HOST:PORT (e.g. 0.0.0.0:7000)", "HOST:PORT"),
-    Setting("spool", _optional_path, "spool directory (default: $STATE_DIRECTORY or "
-            "~/.local/state/ppe-sensor/NAME)", "DIR"),
+    Setting(
+        "listen",
+        lambda v: parse_endpoint(str(v), 7000) if str(v) else None,
+        "serve probes on HOST:PORT (e.g. 0.0.0.0:7000)",
+        "HOST:PORT",
+    ),
+    Setting(
+        "spool",
+        _optional_path,
+        "spool directory (default: $STATE_DIRECTORY or ~/.local/state/ppe-sensor/NAME)",
+        "DIR",
+    ),
     Setting("batch_size", _positive(int), "post when this many are pending (default 100)", "N"),
-    Setting("batch_delay", _positive(float),
-            "post when the oldest pending is this old (default 10 s)", "S"),
-    Setting("spool_max", _positive(int), "spool bound in measurements; the oldest go first",
-            "N"),
+    Setting(
+        "batch_delay",
+        _positive(float),
+        "post when the oldest pending is this old (default 10 s)",
+        "S",
+    ),
+    Setting("spool_max", _positive(int), "spool bound in measurements; the oldest go first", "N"),
     Setting("cpu", _bool, "measure CPU availability (default true)", "BOOL"),
-    Setting("cpus", _cpus, "measure only these CPUs, e.g. 0 or 0-3 (default: all usable)",
-            "LIST"),
-    Setting("cpu_probe_interval", _positive(float),
-            "seconds between active CPU probes (default 60)", "S"),
-    Setting("cpu_probe_duration", _positive(float),
-            "length of one active CPU probe (default 0.2 s)", "S"),
-    Setting("probe_size", _positive(int), "bandwidth probe transfer in bytes (default 65536)",
-            "BYTES"),
+    Setting("cpus", _cpus, "measure only these CPUs, e.g. 0 or 0-3 (default: all usable)", "LIST"),
+    Setting(
+        "cpu_probe_interval",
+        _positive(float),
+        "seconds between active CPU probes (default 60)",
+        "S",
+    ),
+    Setting(
+        "cpu_probe_duration",
+        _positive(float),
+        "length of one active CPU probe (default 0.2 s)",
+        "S",
+    ),
+    Setting(
+        "probe_size", _positive(int), "bandwidth probe transfer in bytes (default 65536)", "BYTES"
+    ),
     Setting("probe_timeout", _positive(float), "network probe timeout (default 5 s)", "S"),
     Setting("http_timeout", _positive(float), "HTTP request timeout (default 10 s)", "S"),
     Setting("backoff_initial", _positive(float), "first retry delay (default 1 s)", "S"),
     Setting("backoff_max", _positive(float), "longest retry delay (default 60 s)", "S"),
-    Setting("record", _bool, "journal every measurement taken in the spool (audits, tests)",
-            "BOOL"),
-    Setting("log_level", lambda v: str(v).upper(), "DEBUG, INFO, WARNING (default INFO)",
-            "LEVEL"),
+    Setting(
+        "record", _bool, "journal every measurement taken in the spool (audits, tests)", "BOOL"
+    ),
+    Setting("log_level", lambda v: str(v).upper(), "DEBUG, INFO, WARNING (default INFO)", "LEVEL"),
 )
 
 
@@ -222,12 +241,21 @@ def build_parser() -> argparse.ArgumentParser:
         description="Measure CPU availability, bandwidth and latency and stream them to PPE. "
         f"Every flag also reads {ENV_PREFIX}<FLAG> and a TOML key of the same name.",
     )
-    p.add_argument("--config", type=Path, default=None,
-                   help=f"TOML configuration file (or ${ENV_PREFIX}CONFIG)")
+    p.add_argument(
+        "--config",
+        type=Path,
+        default=None,
+        help=f"TOML configuration file (or ${ENV_PREFIX}CONFIG)",
+    )
     for s in SETTINGS:
         if s.convert is _bool:
-            p.add_argument(s.flag, dest=s.name, action=argparse.BooleanOptionalAction,
-                           default=None, help=s.help)
+            p.add_argument(
+                s.flag,
+                dest=s.name,
+                action=argparse.BooleanOptionalAction,
+                default=None,
+                help=s.help,
+            )
         else:
             p.add_argument(s.flag, dest=s.name, default=None, metavar=s.metavar, help=s.help)
     return p
@@ -255,8 +283,9 @@ def load_config(
     """Merge the three sources; raise ConfigError naming the setting that is wrong."""
     environ = os.environ if environ is None else environ
     args = build_parser().parse_args(list(argv or []))
-    config_path = args.config or (Path(environ[ENV_PREFIX + "CONFIG"])
-                                  if environ.get(ENV_PREFIX + "CONFIG") else None)
+    config_path = args.config or (
+        Path(environ[ENV_PREFIX + "CONFIG"]) if environ.get(ENV_PREFIX + "CONFIG") else None
+    )
     file_values = read_toml(config_path) if config_path else {}
     values: dict[str, Any] = {}
     for s in SETTINGS:
@@ -303,7 +332,13 @@ def _finish(values: dict[str, Any]) -> SensorConfig:
 
 def describe(cfg: SensorConfig) -> str:
     """One log line with every setting except the token."""
-    parts = [
-        f"{f.name}={getattr(cfg, f.name)}" for f in fields(cfg) if f.name != "token"
-    ]
-    return " ".join(parts)
+
+    def show(name: str) -> str:
+        value = cfg.spool_dir if name == "spool" else getattr(cfg, name)
+        if isinstance(value, frozenset):
+            value = sorted(value)
+        if isinstance(value, tuple | list):
+            return ",".join(str(v) for v in value) or "-"
+        return str(value)
+
+    return " ".join(f"{f.name}={show(f.name)}" for f in fields(cfg) if f.name != "token")

@@ -121,7 +121,7 @@ class Responder:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         sock.bind((self.endpoint.host, self.endpoint.port))
         sock.listen(16)
-        sock.settimeout(0.5)  # so that stop() is noticed
+        sock.settimeout(2.0)  # stop() also shuts the socket down; this is the fallback
         self._sock = sock
         self._thread = threading.Thread(target=self._serve, name="probe-responder", daemon=True)
         self._thread.start()
@@ -129,6 +129,11 @@ class Responder:
 
     def stop(self) -> None:
         self._stop.set()
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)  # wakes accept() at once on Linux
+            except OSError:
+                pass
         if self._thread is not None:
             self._thread.join(timeout=self.io_timeout + 1.0)
         if self._sock is not None:
@@ -197,8 +202,9 @@ def _ping(sock: socket.socket) -> float:
     return time.perf_counter() - t0
 
 
-def probe(endpoint: Endpoint, size: int = 64 * 1024, pings: int = 3,
-          timeout: float = 5.0) -> ProbeResult:
+def probe(
+    endpoint: Endpoint, size: int = 64 * 1024, pings: int = 3, timeout: float = 5.0
+) -> ProbeResult:
     """One experiment against a responder. The caller holds this host's HostLock."""
     with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout) as sock:
         sock.settimeout(timeout)
@@ -208,7 +214,7 @@ def probe(endpoint: Endpoint, size: int = 64 * 1024, pings: int = 3,
             raise ProbeBusy(str(endpoint))
         if not line.startswith(HELLO):
             raise ProbeError(f"{endpoint} is not a PPE probe responder")
-        name = line[len(HELLO):].strip().decode(errors="replace")
+        name = line[len(HELLO) :].strip().decode(errors="replace")
         timestamp = time.time()
         _ping(sock)  # warm the path; the first echo pays for cold caches
         rtt = statistics.median(_ping(sock) for _ in range(max(pings, 1)))

@@ -156,8 +156,8 @@ class Spool:
 
     def oldest_enqueued(self) -> float | None:
         with self._mutex:
-            row = self._db.execute("SELECT min(enqueued) FROM pending").fetchone()
-        return None if row[0] is None else float(row[0])
+            row = self._db.execute("SELECT enqueued FROM pending ORDER BY id LIMIT 1").fetchone()
+        return None if row is None else float(row[0])
 
     def counters(self) -> dict[str, int]:
         with self._mutex:

@@ -1,0 +1,62 @@
+"""PPE core (pure): stochastic values, the performance grammar, built-in
+structural models (SOR, Jacobi2D) and interval predictions.
+
+See ``ppe/core/GRAMMAR.md`` for the model language and the engines.
+"""
+
+from .errors import EvaluationError, GrammarError, ModelError, ParameterError, StochasticError
+from .evaluate import BW_FLOOR_FRACTION, CPU_FLOOR
+from .grammar import CompiledModel, compile_model, validate_model
+from .predict import (
+    HorizonResult,
+    HostInputs,
+    Prediction,
+    builtin_models,
+    get_model,
+    iterate_horizon,
+    linear_host_models,
+    predict,
+)
+from .stochastic import (
+    Mixture,
+    Normal,
+    Point,
+    Samples,
+    Stochastic,
+    from_components,
+    smax,
+    smin,
+    ssum,
+    use_engine,
+)
+
+__all__ = [
+    "BW_FLOOR_FRACTION",
+    "CPU_FLOOR",
+    "CompiledModel",
+    "EvaluationError",
+    "GrammarError",
+    "HorizonResult",
+    "HostInputs",
+    "Mixture",
+    "ModelError",
+    "Normal",
+    "ParameterError",
+    "Point",
+    "Prediction",
+    "Samples",
+    "Stochastic",
+    "StochasticError",
+    "builtin_models",
+    "compile_model",
+    "from_components",
+    "get_model",
+    "iterate_horizon",
+    "linear_host_models",
+    "predict",
+    "smax",
+    "smin",
+    "ssum",
+    "use_engine",
+    "validate_model",
+]

@@ -11,9 +11,11 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ppe import __version__
-from ppe.service.api import health, measurements, resources, tokens
+from ppe.service.api import forecasts, health, measurements, resources, tokens
 from ppe.service.auth import TokenCache
 from ppe.service.config import Settings
+from ppe.service.forecasts import ForecastCache
+from ppe.service.dashboard import routes as dashboard
 from ppe.service.metrics import Metrics, MetricsMiddleware
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
 
@@ -49,8 +51,6 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         engine = make_engine(settings.database_url)
         app.state.engine = engine
         app.state.sessions = make_sessionmaker(engine)
-        from ppe.service.forecasts import ForecastCache
-
         app.state.forecasts = ForecastCache(engine, history_limit=settings.history_limit)
         yield
         engine.dispose()
@@ -68,10 +68,12 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_handler)
 
     api = APIRouter(prefix=API_PREFIX)
-    for module in (measurements, resources, tokens):
+    for module in (measurements, resources, forecasts, tokens):
         api.include_router(module.router)
     app.include_router(health.router)
     app.include_router(api)
+    app.include_router(dashboard.router)
+    app.mount(dashboard.STATIC_PATH, dashboard.static_files(), name="dashboard-static")
     return app
 
 

@@ -25,8 +25,8 @@ class Settings:
     max_future_skew_s: float = 86_400.0
     # Apply Alembic migrations in the app's lifespan (the CLI does it once before forking workers).
     migrate_on_start: bool = True
-    # How many recent samples per series the forecast cache keeps.
-    history_limit: int = 20_000
+    # How many recent samples per series the forecasts use (the battery replays them on change).
+    history_limit: int = 5_000
     # Where replay jobs may read server-side traces from.
     trace_dirs: tuple[str, ...] = field(default_factory=tuple)
 

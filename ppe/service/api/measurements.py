@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends
+from fastapi import APIRouter, Depends, Request
 from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
@@ -23,6 +23,7 @@ router = APIRouter(tags=["measurements"])
     responses={422: {"model": ProblemReport, "description": "batch rejected whole"}},
 )
 def post_measurements(
+    request: Request,
     batch: MeasurementBatch,
     session: Session = Depends(get_session),
     settings: Settings = Depends(get_settings),
@@ -45,6 +46,7 @@ def post_measurements(
     ]
     inserted = insert_batch(session, rows)
     session.commit()  # acknowledge only what is durable
+    request.app.state.forecasts.invalidate()
     metrics.measurements.inc(len(rows))
     metrics.measurements_new.inc(inserted)
     return BatchAccepted(accepted=len(rows), inserted=inserted, duplicates=len(rows) - inserted)

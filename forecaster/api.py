@@ -1,0 +1,168 @@
+"""The one call the service and the replay make: :func:`forecast_series`."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from forecaster.batch import batch_forecasts
+from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
+from forecaster.distribution import Distribution, FitOptions, fit_distribution
+from forecaster.history import FloatArray
+from forecaster.horizon import DEFAULT_LOOKBACK_S, _spacing, horizon_distribution
+
+
+class InsufficientData(ValueError):
+    """Too few samples before ``now`` to forecast; the service answers 409 rather than invent."""
+
+    def __init__(self, n: int, minimum: int) -> None:
+        self.n = n
+        self.minimum = minimum
+        super().__init__(f"{n} samples before the forecast time; at least {minimum} are needed")
+
+
+@dataclass(frozen=True)
+class SeriesForecast:
+    """One-step forecast, horizon distribution and the quality of information behind them.
+
+    ``value``/``lower``/``upper``: the winning predictor's forecast of the next sample and its
+    interval from the winner's recent residuals. ``distribution``: the average over ``horizon_s``
+    (one sample's spacing when no horizon was asked); ``mean``, ``std``, ``interval`` are its
+    summary. Everything is clipped to ``bounds`` when given (components are left as fitted).
+    """
+
+    value: float
+    lower: float
+    upper: float
+    confidence: float
+    predictor: str
+    mse: float
+    mae: float
+    n: int
+    age_s: float
+    last_timestamp: float
+    now: float
+    horizon_s: float
+    distribution: Distribution
+    mean: float
+    std: float
+    interval: tuple[float, float]
+
+    @property
+    def multimode(self) -> bool:
+        return self.distribution.multimode
+
+    def to_dict(self) -> dict[str, object]:
+        """JSON-ready view in DESIGN.md's vocabulary."""
+        return {
+            "value": self.value,
+            "value_interval": [self.lower, self.upper],
+            "mean": self.mean,
+            "std": self.std,
+            "interval": list(self.interval),
+            "confidence": self.confidence,
+            "kind": self.distribution.kind,
+            "distribution": self.distribution.to_dict(),
+            "multimode": self.multimode,
+            "predictor": self.predictor,
+            "mse": _finite_or_none(self.mse),
+            "mae": _finite_or_none(self.mae),
+            "n": self.n,
+            "age_s": self.age_s,
+            "last_timestamp": self.last_timestamp,
+            "horizon_s": self.horizon_s,
+        }
+
+
+def _finite_or_none(v: float) -> float | None:
+    return v if math.isfinite(v) else None
+
+
+def _clip(v: float, bounds: tuple[float, float] | None) -> float:
+    if bounds is None:
+        return v
+    return min(max(v, bounds[0]), bounds[1])
+
+
+def _prepare(
+    timestamps: Sequence[float] | FloatArray,
+    values: Sequence[float] | FloatArray,
+    now: float | None,
+) -> tuple[FloatArray, FloatArray]:
+    """Finite samples strictly before ``now``, in time order, one per timestamp (first kept)."""
+    ts = np.asarray(timestamps, dtype=np.float64)
+    xs = np.asarray(values, dtype=np.float64)
+    if ts.shape != xs.shape or ts.ndim != 1:
+        raise ValueError("timestamps and values must be 1-D and of equal length")
+    keep = np.isfinite(ts) & np.isfinite(xs)
+    if now is not None:
+        keep &= ts < now
+    ts, xs = ts[keep], xs[keep]
+    order = np.argsort(ts, kind="stable")
+    ts, xs = ts[order], xs[order]
+    first = np.ones(ts.size, dtype=bool)
+    first[1:] = ts[1:] != ts[:-1]
+    return ts[first], xs[first]
+
+
+def forecast_series(
+    timestamps: Sequence[float] | FloatArray,
+    values: Sequence[float] | FloatArray,
+    *,
+    now: float | None = None,
+    horizon_s: float | None = None,
+    confidence: float = 0.95,
+    bounds: tuple[float, float] | None = None,
+    config: ForecasterConfig | None = None,
+    lookback_s: float = DEFAULT_LOOKBACK_S,
+    fit_options: FitOptions | None = None,
+) -> SeriesForecast:
+    """Forecast a series as of ``now`` (default: just after its newest sample).
+
+    Uses only samples with timestamp < ``now``. Raises :class:`InsufficientData` with fewer than
+    ``config.min_samples`` (default 5) of them: below that the battery's errors, the interval and
+    the distribution would all rest on one or two residuals.
+    """
+    cfg = config or DEFAULT_CONFIG
+    if not 0.0 < confidence < 1.0:
+        raise ValueError("confidence must be in (0, 1)")
+    ts, xs = _prepare(timestamps, values, now)
+    if xs.size < cfg.min_samples:
+        raise InsufficientData(int(xs.size), cfg.min_samples)
+    last = float(ts[-1])
+    at = last if now is None else float(now)
+    result = batch_forecasts(xs, cfg, confidence)
+    row = result.n
+    spacing = _spacing(ts)
+    horizon = spacing if horizon_s is None else float(horizon_s)
+    if horizon <= spacing:
+        recent = xs[ts >= at - lookback_s]
+        dist = fit_distribution(recent if recent.size else xs[-1:], fit_options)
+    else:
+        # "now" is exclusive; as of the newest sample means just after it.
+        end = float(np.nextafter(last, math.inf)) if now is None else at
+        dist = horizon_distribution(
+            ts, xs, horizon, end, lookback_s=lookback_s, options=fit_options
+        )
+    lo, hi = dist.interval(confidence)
+    return SeriesForecast(
+        value=_clip(float(result.forecast[row]), bounds),
+        lower=_clip(float(result.lower[row]), bounds),
+        upper=_clip(float(result.upper[row]), bounds),
+        confidence=confidence,
+        predictor=result.names[int(result.winner[row])],
+        mse=float(result.mse[row]),
+        mae=float(result.mae[row]),
+        n=int(xs.size),
+        age_s=max(0.0, at - last),
+        last_timestamp=last,
+        now=at,
+        horizon_s=horizon,
+        distribution=dist,
+        mean=_clip(dist.mean, bounds),
+        std=dist.std,
+        interval=(_clip(lo, bounds), _clip(hi, bounds)),
+    )

@@ -1,0 +1,205 @@
+"""Distribution of recent values: point, normal, or Gaussian mixture when the series switches modes.
+
+BIC alone over-fits CPU traces: availability is clipped at 0.01 and 1, so saturated or idle
+stretches form near-point masses that a narrow extra component "explains" for a large likelihood
+gain, and BIC picks K = 3 or 4 on almost every trace, steady ones included. So the mixture BIC
+chooses is then *consolidated* before we call a series multi-mode:
+
+1. data are standardised and components may not be narrower than 1 % of the series' spread
+   (``reg_covar``), so a clipped plateau cannot become an infinitely likely spike;
+2. components lighter than ``min_weight`` (5 %) are folded into their nearest neighbour --
+   a mode the host spends less than 5 % of its time in is an excursion, not a mode;
+3. neighbouring components that are not clearly apart are merged by moment matching. "Apart"
+   means both Ashman's D >= 2 (the usual bimodality threshold: the mixture of two normals has two
+   peaks) and a relative gap ``|mu1 - mu2| / max(|mu1|, |mu2|) >= 0.25`` -- a 25 % difference in
+   delivered speed; closer levels do not change a schedule enough to be worth two modes.
+
+A series is multi-mode when two or more components survive; its distribution is then that
+consolidated mixture, otherwise a normal with the sample mean and standard deviation (or a point
+when the relative spread is below ``point_rtol``).
+"""
+
+from __future__ import annotations
+
+import math
+import warnings
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal
+
+import numpy as np
+from scipy.stats import norm
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.mixture import GaussianMixture
+
+from forecaster.history import FloatArray
+
+Kind = Literal["point", "normal", "mixture"]
+Component = tuple[float, float, float]  # (weight, mean, std)
+
+
+@dataclass(frozen=True)
+class Distribution:
+    """A fitted distribution in DESIGN.md's shape, plus how it was chosen."""
+
+    kind: Kind
+    components: list[Component]
+    mean: float
+    std: float
+    multimode: bool
+    n: int
+    bic: dict[int, float] = field(default_factory=dict)
+
+    def cdf(self, x: float | FloatArray) -> FloatArray:
+        xs = np.asarray(x, dtype=np.float64)
+        if self.kind == "point":
+            return (xs >= self.mean).astype(np.float64)
+        total = np.zeros_like(xs)
+        for w, mu, sd in self.components:
+            total = total + w * norm.cdf(xs, mu, max(sd, 1e-300))
+        return total
+
+    def ppf(self, q: float) -> float:
+        """Quantile; mixtures are inverted by bisection on their CDF."""
+        if not 0.0 < q < 1.0:
+            raise ValueError("q must be in (0, 1)")
+        if self.kind == "point":
+            return self.mean
+        if self.kind == "normal":
+            return float(norm.ppf(q, self.mean, self.std))
+        lo = min(mu - 10 * sd for _, mu, sd in self.components)
+        hi = max(mu + 10 * sd for _, mu, sd in self.components)
+        for _ in range(100):
+            mid = 0.5 * (lo + hi)
+            if float(self.cdf(mid)) < q:
+                lo = mid
+            else:
+                hi = mid
+        return 0.5 * (lo + hi)
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """Central interval, like scipy's ``interval``."""
+        if self.kind == "point":
+            return (self.mean, self.mean)
+        tail = (1.0 - confidence) / 2.0
+        return (self.ppf(tail), self.ppf(1.0 - tail))
+
+    def to_dict(self) -> dict[str, object]:
+        return {
+            "kind": self.kind,
+            "components": [{"weight": w, "mean": m, "std": s} for w, m, s in self.components],
+        }
+
+
+@dataclass(frozen=True)
+class FitOptions:
+    """Knobs of :func:`fit_distribution`; defaults and their reasons are in the module docstring."""
+
+    max_components: int = 4
+    min_weight: float = 0.05
+    min_ashman_d: float = 2.0
+    min_relative_gap: float = 0.25
+    point_rtol: float = 1e-3
+    reg_covar: float = 1e-4
+    #: mixtures are fitted on at most this many evenly spaced values (mean and std use all).
+    max_fit_samples: int = 2000
+    seed: int = 0
+
+
+DEFAULT_FIT = FitOptions()
+
+
+def fit_distribution(
+    values: Sequence[float] | FloatArray, options: FitOptions | None = None
+) -> Distribution:
+    """Fit recent values as a point, a normal, or (multi-mode) a Gaussian mixture."""
+    opts = options or DEFAULT_FIT
+    x = np.asarray(values, dtype=np.float64)
+    x = x[np.isfinite(x)]
+    n = int(x.size)
+    if n == 0:
+        raise ValueError("no finite values to fit")
+    mean = float(x.mean())
+    std = float(x.std())
+    if n < 2 or std <= opts.point_rtol * max(abs(mean), 1e-12):
+        return Distribution("point", [(1.0, mean, 0.0)], mean, 0.0, False, n)
+    bic, best = _bic_fits(x, mean, std, opts)
+    comps = consolidate(best, opts)
+    if len(comps) < 2:
+        return Distribution("normal", [(1.0, mean, std)], mean, std, False, n, bic)
+    return Distribution("mixture", comps, mean, std, True, n, bic)
+
+
+def _bic_fits(
+    x: FloatArray, mean: float, std: float, opts: FitOptions
+) -> tuple[dict[int, float], list[Component]]:
+    """GaussianMixture, K = 1..max, on standardised data: BIC per K and the best K's components."""
+    if x.size > opts.max_fit_samples:
+        x = x[np.linspace(0, x.size - 1, opts.max_fit_samples).round().astype(np.intp)]
+    z = ((x - mean) / std)[:, None]
+    max_k = max(1, min(opts.max_components, np.unique(x).size, x.size // 10 or 1))
+    bic: dict[int, float] = {}
+    best: list[Component] = [(1.0, mean, std)]
+    best_bic = math.inf
+    for k in range(1, max_k + 1):
+        gm = GaussianMixture(k, reg_covar=opts.reg_covar, random_state=opts.seed)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConvergenceWarning)
+            gm.fit(z)
+        # BIC of the data in original units (the standardisation Jacobian is the same for every K).
+        bic[k] = float(gm.bic(z)) + 2.0 * x.size * math.log(std)
+        if bic[k] < best_bic:
+            best_bic = bic[k]
+            best = [
+                (float(w), mean + std * float(m[0]), std * math.sqrt(float(c.ravel()[0])))
+                for w, m, c in zip(gm.weights_, gm.means_, gm.covariances_, strict=True)
+            ]
+    return bic, best
+
+
+def _merge(a: Component, b: Component) -> Component:
+    """Moment-matched merge of two components (keeps total weight, mean and variance)."""
+    w = a[0] + b[0]
+    mu = (a[0] * a[1] + b[0] * b[1]) / w
+    second = (a[0] * (a[2] ** 2 + a[1] ** 2) + b[0] * (b[2] ** 2 + b[1] ** 2)) / w
+    return (w, mu, math.sqrt(max(second - mu * mu, 0.0)))
+
+
+def _ashman_d(a: Component, b: Component) -> float:
+    spread = math.sqrt((a[2] ** 2 + b[2] ** 2) / 2.0)
+    return math.inf if spread == 0 else abs(a[1] - b[1]) / spread
+
+
+def _relative_gap(a: Component, b: Component) -> float:
+    scale = max(abs(a[1]), abs(b[1]))
+    return math.inf if scale == 0 else abs(a[1] - b[1]) / scale
+
+
+def consolidate(components: Sequence[Component], opts: FitOptions | None = None) -> list[Component]:
+    """Fold light components into neighbours and merge modes that are not clearly apart."""
+    o = opts or DEFAULT_FIT
+    comps = sorted(components, key=lambda c: c[1])
+    while len(comps) > 1:
+        light = min(range(len(comps)), key=lambda i: comps[i][0])
+        if comps[light][0] < o.min_weight:
+            j = _nearest(comps, light)
+            merged = _merge(comps[light], comps[j])
+            comps = [c for i, c in enumerate(comps) if i not in (light, j)] + [merged]
+            comps.sort(key=lambda c: c[1])
+            continue
+        pairs = [
+            (i, _ashman_d(comps[i], comps[i + 1]))
+            for i in range(len(comps) - 1)
+            if _ashman_d(comps[i], comps[i + 1]) < o.min_ashman_d
+            or _relative_gap(comps[i], comps[i + 1]) < o.min_relative_gap
+        ]
+        if not pairs:
+            break
+        i = min(pairs, key=lambda p: p[1])[0]
+        comps = [*comps[:i], _merge(comps[i], comps[i + 1]), *comps[i + 2 :]]
+    return comps
+
+
+def _nearest(comps: Sequence[Component], i: int) -> int:
+    others = [j for j in range(len(comps)) if j != i]
+    return min(others, key=lambda j: abs(comps[j][1] - comps[i][1]))

@@ -1,0 +1,508 @@
+"""Evaluation of a compiled model with stochastic inputs, vectorised over hosts.
+
+Every expression is evaluated for ``m`` *lanes* at once: a component ``X[p]``
+asked for all hosts is one evaluation with ``p = [0, 1, ..., P-1]``; an
+aggregation ``sum(q in neighbours(p): ...)`` expands the lanes to one per
+(p, q) pair and reduces them back.  Lane values are points (float arrays),
+canonical normal forms (analytic engine) or aligned samples (Monte Carlo) -
+see :mod:`ppe.core.lanes`.
+
+Semantics worth knowing:
+
+* **one draw per run.**  Inputs are the forecaster's distributions of each
+  host's availability *averaged over the run's horizon*: one random value for
+  the whole run, not a fresh draw per iteration.  So ``sum(i in 1..I: E)``
+  where ``E`` does not use ``i`` is exactly ``I * E`` (the same random value I
+  times), and ``sum_i max_p T_p = I * max_p T_p = max_p (I * T_p)``.  A
+  per-iteration independent draw would instead shrink the run's relative spread
+  by ~sqrt(I); it is not what a horizon average describes.
+* components are evaluated once per distinct index tuple and shared, and two
+  components with the same formula (e.g. RComp and BComp) are the same value,
+  so they are fully correlated - in both engines.
+* ``FracAvailCPU`` is floored at ``CPU_FLOOR`` (0.01) and ``BWAvail`` at
+  ``BW_FLOOR_FRACTION`` (1 %) of its mean, sample by sample under Monte Carlo, so
+  quotients stay finite when a normal forecast puts mass near zero.  The
+  analytic engine never sees that region: it hands over to Monte Carlo when an
+  availability has non-negligible mass (beyond 7 sigma) below its floor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from . import analytic as an
+from . import lanes
+from .analytic import HandOver, Lin
+from .errors import EvaluationError, ParameterError, StochasticError
+from .grammar import (
+    Agg,
+    BinOp,
+    BoolOp,
+    Call,
+    CompiledModel,
+    Compare,
+    Domain,
+    IfExpr,
+    Index,
+    Name,
+    Neg,
+    Node,
+    Not,
+    Num,
+    first_token,
+    unparse,
+)
+from .lanes import LaneCtx, Value
+from .montecarlo import Smp, Space
+from .stochastic import Stochastic
+
+FloatArray = npt.NDArray[np.float64]
+IntArray = npt.NDArray[np.int64]
+BoolArray = npt.NDArray[np.bool_]
+Result = Value | BoolArray
+
+#: Availability floor: FracAvailCPU samples below it are raised to it.
+CPU_FLOOR = 0.01
+#: Bandwidth floor, as a fraction of the bandwidth forecast's mean.
+BW_FLOOR_FRACTION = 0.01
+#: Sigmas of clearance above a floor the analytic engine requires.
+FLOOR_SIGMAS = 7.0
+#: Largest number of lanes an aggregation may expand to.
+MAX_LANES = 200_000
+#: Largest lanes x samples array (8 bytes each) under Monte Carlo.
+MAX_MC_CELLS = 40_000_000
+
+
+# ------------------------------------------------------------------------ inputs
+
+
+@dataclass
+class InputBanks:
+    """The hosts' inputs laid out once for an engine; shared by evaluations with
+    different rows so that their results stay correlated exactly."""
+
+    names: list[str]
+    benchmark: FloatArray
+    latency: FloatArray
+    cpu: list[Stochastic]
+    links: list[Stochastic | None]  # slot 2p: p -> p+1, slot 2p+1: p -> p-1
+    mode: str  # "analytic" | "mc"
+    strict: bool
+    space: Space | None = None
+    _cache: dict[str, Value] = field(default_factory=dict)
+
+    @property
+    def P(self) -> int:  # noqa: N802 - the grammar's name
+        return len(self.names)
+
+    def cpu_bank(self) -> Value:
+        if "cpu" not in self._cache:
+            floors = np.full(self.P, CPU_FLOOR)
+            self._cache["cpu"] = self._bank(self.cpu, floors, "FracAvailCPU")
+        return self._cache["cpu"]
+
+    def link_bank(self) -> Value:
+        if "link" not in self._cache:
+            present = [v if v is not None else None for v in self.links]
+            means = np.array([abs(v.mean()) if v is not None else 1.0 for v in present])
+            self._cache["link"] = self._bank(present, BW_FLOOR_FRACTION * means, "BWAvail")
+        return self._cache["link"]
+
+    def _bank(self, values: list[Any], floors: FloatArray, what: str) -> Value:
+        if self.mode == "mc":
+            assert self.space is not None
+            rows = [
+                v._draw(self.space) if v is not None else np.ones(self.space.n) for v in values
+            ]
+            return Smp(np.maximum(np.stack(rows), floors[:, None]), self.space)
+        return self._lin_bank(values, floors, what)
+
+    def _lin_bank(self, values: list[Any], floors: FloatArray, what: str) -> Lin:
+        parts: list[Lin] = []
+        for k, v in enumerate(values):
+            if v is None:
+                parts.append(an.lin_const(np.ones(1)))
+                continue
+            if not v.analytic:
+                raise HandOver(f"{what} of host {self.names[k // 2 if what == 'BWAvail' else k]!r}"
+                               f" is a {v.kind}")
+            lane = lanes.to_lin(v._lane())
+            sd = float(lane.std()[0])
+            mu = float(lane.mu[0])
+            if sd == 0:
+                lane = an.lin_const(np.array([max(mu, floors[k])]))
+            elif self.strict and mu - FLOOR_SIGMAS * sd < floors[k]:
+                raise HandOver(f"{what} N({mu:.3g}, {sd:.3g}) has mass near its floor")
+            parts.append(lane)
+        return an.concat(parts)
+
+
+# --------------------------------------------------------------------- evaluator
+
+
+def _err(message: str, node: Node, name: str | None = None) -> EvaluationError:
+    tok = first_token(node)
+    return EvaluationError(message, line=tok.line, column=tok.column, token=tok.text, name=name)
+
+
+class Evaluator:
+    """Evaluates one model for one set of parameters, inputs and rows."""
+
+    def __init__(
+        self,
+        model: CompiledModel,
+        params: Mapping[str, float],
+        banks: InputBanks,
+        rows: FloatArray,
+    ) -> None:
+        self.model = model
+        self.params = dict(params)
+        self.banks = banks
+        self.rows = np.asarray(rows, dtype=np.float64)
+        self.P = banks.P
+        self.ctx = LaneCtx(strict=banks.strict, space=banks.space)
+        self.memo: dict[tuple[str, int, bytes], Value] = {}
+        self._alias = {a: spec.name for spec in model.params for a in (spec.name, *spec.aliases)}
+
+    # components
+    def component(self, name: str, args: list[FloatArray], m: int) -> Value:
+        """``name[args]`` for ``m`` lanes (each component body evaluated once per
+        distinct index tuple and shared by components with the same formula)."""
+        d = self.model.definitions[name]
+        canon = self.model.canonical[name]
+        if not args:
+            key = (canon, 0, b"")
+            val = self.memo.get(key)
+            if val is None:
+                val = self._as_value(self.eval(d.body, {}, 1), d.body)
+                self.memo[key] = val
+            return lanes.broadcast(val, m)
+        stacked = np.stack(args, axis=1)
+        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+        inverse = inverse.ravel()
+        key = (canon, len(args), uniq.tobytes())
+        val = self.memo.get(key)
+        if val is None:
+            env = {ix: uniq[:, k] for k, ix in enumerate(d.indices)}
+            val = self._as_value(self.eval(d.body, env, uniq.shape[0]), d.body)
+            self.memo[key] = val
+        if uniq.shape[0] == m and np.array_equal(inverse, np.arange(m)):
+            return val
+        return lanes.take_lanes(val, inverse)
+
+    def _as_value(self, v: Result, node: Node) -> Value:
+        if isinstance(v, np.ndarray) and v.dtype == np.bool_:
+            raise _err("a component must be a number, not a condition", node)
+        return v
+
+    # expressions
+    def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
+        if isinstance(node, Num):
+            return np.full(m, node.value)
+        if isinstance(node, Name):
+            return self.name(node, env, m)
+        if isinstance(node, Index):
+            return self.index(node, env, m)
+        if isinstance(node, BinOp):
+            left = self.num(node.left, env, m)
+            right = self.num(node.right, env, m)
+            return self.arith(node, node.op, left, right)
+        if isinstance(node, Neg):
+            return lanes.negate(self.num(node.operand, env, m))
+        if isinstance(node, Compare):
+            return self.compare(node, env, m)
+        if isinstance(node, BoolOp):
+            a = self.cond(node.left, env, m)
+            b = self.cond(node.right, env, m)
+            return a & b if node.op == "and" else a | b
+        if isinstance(node, Not):
+            return ~self.cond(node.operand, env, m)
+        if isinstance(node, IfExpr):
+            return self.if_expr(node, env, m)
+        if isinstance(node, Call):
+            return self.call(node, env, m)
+        if isinstance(node, Agg):
+            return self.aggregate(node, env, m)
+        raise TypeError(type(node).__name__)
+
+    def num(self, node: Node, env: dict[str, FloatArray], m: int) -> Value:
+        v = self.eval(node, env, m)
+        if isinstance(v, np.ndarray) and v.dtype == np.bool_:
+            raise _err(f"expected a number: {unparse(node)}", node)
+        return v
+
+    def det(self, node: Node, env: dict[str, FloatArray], m: int) -> FloatArray:
+        v = self.num(node, env, m)
+        if not lanes.is_det(v):
+            raise _err(f"must not be stochastic: {unparse(node)}", node)
+        return np.asarray(v, dtype=np.float64)
+
+    def cond(self, node: Node, env: dict[str, FloatArray], m: int) -> BoolArray:
+        v = self.eval(node, env, m)
+        if not (isinstance(v, np.ndarray) and v.dtype == np.bool_):
+            raise _err(f"expected a condition: {unparse(node)}", node)
+        return v
+
+    def arith(self, node: Node, op: str, left: Value, right: Value) -> Value:
+        try:
+            return lanes.binary(op, left, right, self.ctx)
+        except StochasticError as exc:
+            raise _err(f"{exc} in {unparse(node)}", node) from exc
+        except HandOver as exc:
+            tok = first_token(node)
+            raise HandOver(f"{exc.reason} (line {tok.line}: {unparse(node)})") from exc
+
+    def name(self, node: Name, env: dict[str, FloatArray], m: int) -> Value:
+        nm = node.name
+        if nm in env:
+            return env[nm]
+        if nm in self._alias:
+            return np.full(m, self.params[self._alias[nm]])
+        if nm == "P":
+            return np.full(m, float(self.P))
+        return self.component(nm, [], m)
+
+    def compare(self, node: Compare, env: dict[str, FloatArray], m: int) -> BoolArray:
+        a = self.det(node.left, env, m)
+        b = self.det(node.right, env, m)
+        ops = {
+            "<": np.less, "<=": np.less_equal, ">": np.greater,
+            ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
+        }
+        return np.asarray(ops[node.op](a, b), dtype=np.bool_)
+
+    def if_expr(self, node: IfExpr, env: dict[str, FloatArray], m: int) -> Result:
+        c = self.cond(node.cond, env, m)
+        if c.all():
+            return self.eval(node.then, env, m)
+        if not c.any():
+            return self.eval(node.orelse, env, m)
+        pieces: list[tuple[IntArray, Value]] = []
+        for branch, mask in ((node.then, c), (node.orelse, ~c)):
+            idx = np.flatnonzero(mask)
+            sub = {k: v[idx] for k, v in env.items()}
+            pieces.append((idx, self.eval(branch, sub, idx.shape[0])))
+        return lanes.merge(m, pieces)
+
+    # indexing
+    def indices(self, node: Index, env: dict[str, FloatArray], m: int) -> list[FloatArray]:
+        out = []
+        for a in node.args:
+            v = self.det(a, env, m)
+            if not np.all(np.isfinite(v)) or np.any(v != np.round(v)):
+                bad = v[(~np.isfinite(v)) | (v != np.round(v))][0]
+                raise _err(f"index of {node.name} must be an integer, got {bad:g}", a, node.name)
+            out.append(v)
+        return out
+
+    def host_index(self, node: Index, v: FloatArray) -> IntArray:
+        bad = (v < 0) | (v >= self.P)
+        if np.any(bad):
+            raise _err(
+                f"{node.name}: host index {int(v[bad][0])} is out of range 0..{self.P - 1}",
+                node,
+                node.name,
+            )
+        return v.astype(np.int64)
+
+    def index(self, node: Index, env: dict[str, FloatArray], m: int) -> Value:
+        args = self.indices(node, env, m)
+        nm = node.name
+        if nm in self.model.definitions:
+            return self.component(nm, args, m)
+        p = self.host_index(node, args[0])
+        if nm == "rows":
+            return self.rows[p]
+        if nm == "Benchmark":
+            return self.banks.benchmark[p]
+        if nm == "FracAvailCPU":
+            return lanes.take_lanes(self.banks.cpu_bank(), p)
+        q = self.host_index(node, args[1])
+        step = q - p
+        if np.any(np.abs(step) != 1):
+            k = int(np.flatnonzero(np.abs(step) != 1)[0])
+            raise _err(
+                f"{nm}[{p[k]}, {q[k]}]: hosts {p[k]} and {q[k]} are not neighbours in the chain",
+                node,
+                nm,
+            )
+        if nm == "Latency":
+            return self.banks.latency[p]
+        slots = 2 * p + (step == -1)
+        missing = [s for s in slots.tolist() if self.banks.links[s] is None]
+        if missing:
+            s = missing[0]
+            host = self.banks.names[s // 2]
+            side = "bw_next" if s % 2 == 0 else "bw_prev"
+            raise _err(
+                f"no bandwidth given for host {host!r} ({side}) but the model uses it",
+                node,
+                f"hosts[{s // 2}].{side}",
+            )
+        return lanes.take_lanes(self.banks.link_bank(), slots)
+
+    # functions and aggregations
+    def call(self, node: Call, env: dict[str, FloatArray], m: int) -> Value:
+        vals = [self.num(a, env, m) for a in node.args]
+        if len(vals) == 1:
+            return vals[0]
+        k = len(vals)
+        stacked = lanes.concat_lanes(vals)
+        order = (np.arange(k)[None, :] * m + np.arange(m)[:, None]).ravel()
+        grouped = lanes.take_lanes(stacked, order)
+        return self.reduce(node, node.func, grouped, np.arange(0, m * k, k))
+
+    def reduce(self, node: Node, op: str, v: Value, starts: IntArray) -> Value:
+        try:
+            return lanes.reduce(op, v, starts, self.ctx)
+        except StochasticError as exc:
+            raise _err(f"{exc} in {unparse(node)}", node) from exc
+        except HandOver as exc:
+            tok = first_token(node)
+            raise HandOver(f"{exc.reason} (line {tok.line}: {unparse(node)})") from exc
+
+    def expand(self, dom: Domain, env: dict[str, FloatArray], m: int) -> tuple[FloatArray, IntArray]:
+        """Domain values for every lane: (values, counts per outer lane)."""
+        if dom.kind == "hosts":
+            return np.tile(np.arange(self.P, dtype=np.float64), m), np.full(m, self.P)
+        if dom.kind == "neighbours":
+            e = self.det(dom.args[0], env, m)
+            if np.any(e != np.round(e)) or np.any((e < 0) | (e >= self.P)):
+                raise _err(f"neighbours(): not a host index: {unparse(dom.args[0])}", dom)
+            cand = np.stack([e - 1, e + 1], axis=1)
+            valid = (cand >= 0) & (cand < self.P)
+            return cand[valid], valid.sum(axis=1)
+        lo = self.det(dom.args[0], env, m)
+        hi = self.det(dom.args[1], env, m)
+        for bound, arg in ((lo, dom.args[0]), (hi, dom.args[1])):
+            if not np.all(np.isfinite(bound)) or np.any(bound != np.round(bound)):
+                raise _err(f"range bound must be an integer: {unparse(arg)}", arg)
+        counts = np.maximum(hi - lo + 1, 0).astype(np.int64)
+        total = int(counts.sum())
+        if total > MAX_LANES:
+            raise _err(f"range {unparse(dom)} is too large ({total} terms)", dom)
+        outer = np.repeat(np.arange(m), counts)
+        starts = np.cumsum(counts) - counts
+        return lo[outer] + (np.arange(total) - starts[outer]), counts
+
+    def aggregate(self, node: Agg, env: dict[str, FloatArray], m: int) -> Value:
+        uses_var = node.var in self.model.free_vars.get(id(node.body), frozenset({node.var}))
+        if not uses_var:
+            counts = self.counts(node.domain, env, m)
+            body = self.num(node.body, env, m)
+            if node.op == "sum":
+                return self.arith(node, "*", counts.astype(np.float64), body)
+            self.no_empty(node, counts)
+            return body
+        values, counts = self.expand(node.domain, env, m)
+        total = int(counts.sum())
+        self.check_size(node, total)
+        outer = np.repeat(np.arange(m), counts)
+        sub = {k: v[outer] for k, v in env.items()}
+        sub[node.var] = values.astype(np.float64)
+        if total == 0:
+            self.no_empty(node, counts)
+            return np.zeros(m)
+        body = self.num(node.body, sub, total)
+        full = counts > 0
+        starts = (np.cumsum(counts) - counts)[full]
+        red = self.reduce(node, node.op, body, starts)
+        if full.all():
+            return red
+        self.no_empty(node, counts)
+        return lanes.merge(
+            m, [(np.flatnonzero(full), red), (np.flatnonzero(~full), np.zeros(int((~full).sum())))]
+        )
+
+    def counts(self, dom: Domain, env: dict[str, FloatArray], m: int) -> IntArray:
+        if dom.kind == "hosts":
+            return np.full(m, self.P)
+        return self.expand(dom, env, m)[1]
+
+    def no_empty(self, node: Agg, counts: IntArray) -> None:
+        if node.op != "sum" and np.any(counts == 0):
+            raise _err(f"{node.op} over an empty domain: {unparse(node.domain)}", node)
+
+    def check_size(self, node: Node, lanes_: int) -> None:
+        if lanes_ > MAX_LANES:
+            raise _err(f"{unparse(node)} expands to too many terms ({lanes_})", node)
+        if self.banks.space is not None and lanes_ * self.banks.space.n > MAX_MC_CELLS:
+            raise _err(
+                f"{unparse(node)} needs {lanes_} x {self.banks.space.n} samples; "
+                "too large for Monte Carlo",
+                node,
+            )
+
+
+# ------------------------------------------------------------------- parameters
+
+
+def bind_params(model: CompiledModel, params: Mapping[str, Any]) -> dict[str, float]:
+    """Parameter values by declared name; unknown, missing or non-numeric
+    parameters raise :class:`ParameterError` naming them."""
+    out: dict[str, float] = {}
+    for key, raw in params.items():
+        spec = model.param(str(key))
+        if spec is None:
+            known = ", ".join(n for p in model.params for n in (p.name, *p.aliases)) or "none"
+            raise ParameterError(f"unknown parameter {key!r}; this model takes: {known}", name=key)
+        if spec.name in out:
+            raise ParameterError(f"parameter {spec.name!r} given twice (as {key!r})", name=key)
+        if isinstance(raw, bool) or not isinstance(raw, int | float | np.integer | np.floating):
+            raise ParameterError(f"parameter {key!r} must be a number, got {raw!r}", name=key)
+        val = float(raw)
+        if not np.isfinite(val):
+            raise ParameterError(f"parameter {key!r} must be finite, got {raw!r}", name=key)
+        out[spec.name] = val
+    for spec in model.params:
+        if spec.name not in out:
+            if spec.default is None:
+                raise ParameterError(f"missing parameter {spec.name!r}", name=spec.name, line=spec.line)
+            out[spec.name] = spec.default
+    return out
+
+
+def check_requires(model: CompiledModel, values: Mapping[str, float], hosts: int) -> None:
+    """Evaluate the model's ``require`` statements; a failure names the parameter."""
+    if not model.requires:
+        return
+    banks = InputBanks([f"h{k}" for k in range(hosts)], np.zeros(hosts), np.zeros(hosts),
+                       [], [], "analytic", False)
+    ev = Evaluator(model, values, banks, np.zeros(hosts))
+    for req in model.requires:
+        if bool(ev.cond(req.cond, {}, 1)[0]):
+            continue
+        names = _names_in(req.cond)
+        culprit = next((n for n in names if n in ev._alias), names[0] if names else None)
+        shown = {n: values[ev._alias[n]] for n in names if n in ev._alias}
+        msg = req.message or f"requirement failed: {unparse(req.cond)}"
+        raise ParameterError(
+            f"{msg} (got {', '.join(f'{k} = {v:g}' for k, v in shown.items()) or 'P = ' + str(hosts)})",
+            name=ev._alias.get(culprit, culprit) if culprit else None,
+            line=req.tok.line,
+            column=req.tok.column,
+            token=first_token(req.cond).text,
+        )
+
+
+def _names_in(node: Node) -> list[str]:
+    out: list[str] = []
+
+    def walk(n: Node) -> None:
+        if isinstance(n, Name):
+            out.append(n.name)
+        for child in vars(n).values():
+            if isinstance(child, Node):
+                walk(child)
+            elif isinstance(child, tuple):
+                for c in child:
+                    if isinstance(c, Node):
+                        walk(c)
+
+    walk(node)
+    return list(dict.fromkeys(out))

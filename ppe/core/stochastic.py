@@ -1,0 +1,643 @@
+"""Stochastic values: Point, Normal, Mixture (Gaussian) and Samples.
+
+They look like ``scipy.stats`` frozen distributions (``mean()``, ``std()``,
+``ppf(q)``, ``cdf(x)``, ``rvs(size, random_state)``, ``interval(confidence)``)
+and add ``sample(n, rng)``, ``kind``, ``components`` and ``to_dict(confidence)``
+(the JSON shape of DESIGN.md).
+
+Arithmetic ``+ - * /`` works between values and with numbers; operands are
+independent unless they share an input (``x - x`` is exactly 0; ``a/f + b/f``
+keeps both terms' common dependence on ``f``).  Two engines:
+
+* **analytic** (Point/Normal operands): exact sums, higher-order delta method for
+  quotients while ``sigma/mu <= 0.1``, exact product moments, Clark's formulas for
+  pairs and exact moments for the max of many independent normals - see
+  :mod:`ppe.core.analytic`;
+* **Monte Carlo** (anything with a Mixture or Samples, or where the analytic
+  approximation would be poor): vectorised sampling with a fixed sample count and
+  seed, both reported on the resulting :class:`Samples`.
+
+The engine is chosen per operation by :func:`use_engine` (``"auto"`` by
+default: analytic where it is good, Monte Carlo otherwise).
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Protocol, runtime_checkable
+
+import numpy as np
+import numpy.typing as npt
+from scipy import special, stats
+
+from . import lanes
+from .analytic import HandOver, Lin, new_source_ids
+from .lanes import LaneCtx, Value
+from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
+
+FloatArray = npt.NDArray[np.float64]
+RandomState = np.random.Generator | int | None
+Number = int | float
+
+ENGINES = ("auto", "analytic", "mc")
+
+
+@runtime_checkable
+class StochasticLike(Protocol):
+    """The scipy.stats-shaped protocol other packages rely on."""
+
+    def mean(self) -> float: ...
+
+    def std(self) -> float: ...
+
+    def ppf(self, q: Any) -> Any: ...
+
+    def rvs(self, size: Any = ..., random_state: Any = ...) -> Any: ...
+
+    def interval(self, confidence: float) -> tuple[float, float]: ...
+
+
+# ----------------------------------------------------------------- engine choice
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """Engine for public arithmetic: mode, Monte Carlo sample count and seed."""
+
+    mode: str = "auto"
+    samples: int = DEFAULT_SAMPLES
+    seed: int = DEFAULT_SEED
+    space: Space | None = None
+
+
+_ENGINE: ContextVar[EngineConfig] = ContextVar("ppe_core_engine", default=EngineConfig())
+
+
+@contextmanager
+def use_engine(
+    mode: str = "auto", samples: int = DEFAULT_SAMPLES, seed: int = DEFAULT_SEED
+) -> Iterator[Space]:
+    """Run arithmetic in ``mode`` (``auto``, ``analytic`` or ``mc``).
+
+    Inside the block all Monte Carlo steps share one sample space (so repeated
+    use of an input is consistent); the space is yielded.  ``analytic`` never
+    hands over (it raises for inputs it cannot handle); ``mc`` samples always.
+    """
+    if mode not in ENGINES:
+        raise ValueError(f"unknown engine {mode!r}; expected one of {ENGINES}")
+    space = Space(samples, seed)
+    token = _ENGINE.set(EngineConfig(mode, int(samples), int(seed), space))
+    try:
+        yield space
+    finally:
+        _ENGINE.reset(token)
+
+
+# ------------------------------------------------------------------- base class
+
+
+def _rng(random_state: RandomState) -> np.random.Generator:
+    return np.random.default_rng(random_state)
+
+
+def _check_confidence(confidence: float) -> float:
+    c = float(confidence)
+    if not 0.0 < c < 1.0:
+        raise ValueError(f"confidence must be in (0, 1), got {confidence!r}")
+    return c
+
+
+class Stochastic(ABC):
+    """Base class of the core's stochastic values."""
+
+    kind: ClassVar[str]
+    analytic: ClassVar[bool] = False
+
+    def __init__(self) -> None:
+        self.uid = int(new_source_ids(1)[0])
+
+    # --- distribution interface
+    @abstractmethod
+    def mean(self) -> float: ...
+
+    @abstractmethod
+    def std(self) -> float: ...
+
+    @abstractmethod
+    def cdf(self, x: Any) -> Any: ...
+
+    @abstractmethod
+    def ppf(self, q: Any) -> Any: ...
+
+    @abstractmethod
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray: ...
+
+    @property
+    @abstractmethod
+    def components(self) -> list[tuple[float, float, float]]:
+        """``[(weight, mean, std), ...]``."""
+
+    @abstractmethod
+    def _draw(self, space: Space) -> FloatArray:
+        """This value's draws in a sample space (consistent with other uses)."""
+
+    def var(self) -> float:
+        return self.std() ** 2
+
+    def median(self) -> float:
+        return float(self.ppf(0.5))
+
+    def rvs(self, size: int | tuple[int, ...] = 1, random_state: RandomState = None) -> FloatArray:
+        """Independent random draws, like ``scipy.stats`` ``rvs``."""
+        shape = (size,) if isinstance(size, int | np.integer) else tuple(size)
+        n = int(np.prod(shape))
+        return self._rvs(n, _rng(random_state)).reshape(shape)
+
+    def sample(self, n: int, rng: RandomState = None) -> FloatArray:
+        """``n`` independent draws."""
+        return self._rvs(int(n), _rng(rng))
+
+    def interval(self, confidence: float = 0.95) -> tuple[float, float]:
+        """Central interval holding ``confidence`` of the probability."""
+        c = _check_confidence(confidence)
+        return float(self.ppf((1.0 - c) / 2.0)), float(self.ppf((1.0 + c) / 2.0))
+
+    def to_dict(self, confidence: float = 0.95) -> dict[str, Any]:
+        """DESIGN.md's JSON shape of a stochastic value."""
+        lo, hi = self.interval(confidence)
+        return {
+            "mean": float(self.mean()),
+            "std": float(self.std()),
+            "interval": [lo, hi],
+            "confidence": float(confidence),
+            "kind": self.kind,
+            "components": [
+                {"weight": float(w), "mean": float(m), "std": float(s)}
+                for w, m, s in self.components
+            ],
+        }
+
+    def _lane(self) -> Value:
+        raise TypeError(f"{self.kind} values have no analytic form")
+
+    # --- arithmetic
+    def __add__(self, other: Any) -> Stochastic:
+        return _binop("+", self, other)
+
+    def __radd__(self, other: Any) -> Stochastic:
+        return _binop("+", other, self)
+
+    def __sub__(self, other: Any) -> Stochastic:
+        return _binop("-", self, other)
+
+    def __rsub__(self, other: Any) -> Stochastic:
+        return _binop("-", other, self)
+
+    def __mul__(self, other: Any) -> Stochastic:
+        return _binop("*", self, other)
+
+    def __rmul__(self, other: Any) -> Stochastic:
+        return _binop("*", other, self)
+
+    def __truediv__(self, other: Any) -> Stochastic:
+        return _binop("/", self, other)
+
+    def __rtruediv__(self, other: Any) -> Stochastic:
+        return _binop("/", other, self)
+
+    def __neg__(self) -> Stochastic:
+        return _binop("-", Point(0.0), self)
+
+    def __pos__(self) -> Stochastic:
+        return self
+
+
+# ------------------------------------------------------------------------ Point
+
+
+class Point(Stochastic):
+    """A known value (no uncertainty)."""
+
+    kind = "point"
+    analytic = True
+
+    def __init__(self, value: Number) -> None:
+        super().__init__()
+        v = float(value)
+        if not math.isfinite(v):
+            raise ValueError(f"point value must be finite, got {value!r}")
+        self.value = v
+
+    def __repr__(self) -> str:
+        return f"Point({self.value!r})"
+
+    def mean(self) -> float:
+        return self.value
+
+    def std(self) -> float:
+        return 0.0
+
+    def cdf(self, x: Any) -> Any:
+        return np.where(np.asarray(x, dtype=float) >= self.value, 1.0, 0.0)
+
+    def ppf(self, q: Any) -> Any:
+        qa = np.asarray(q, dtype=float)
+        out = np.where((qa >= 0) & (qa <= 1), self.value, np.nan)
+        return float(out) if out.ndim == 0 else out
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        return np.full(n, self.value)
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [(1.0, self.value, 0.0)]
+
+    def _draw(self, space: Space) -> FloatArray:
+        return np.full(space.n, self.value)
+
+    def _lane(self) -> Value:
+        return np.array([self.value])
+
+
+# ----------------------------------------------------------------------- Normal
+
+
+class Normal(Stochastic):
+    """``N(mu, sigma)``; derived normals remember which inputs they depend on."""
+
+    kind = "normal"
+    analytic = True
+
+    def __init__(self, mu: Number, sigma: Number) -> None:
+        super().__init__()
+        m, s = float(mu), float(sigma)
+        if not (math.isfinite(m) and math.isfinite(s)) or s < 0:
+            raise ValueError(f"normal needs finite mu and sigma >= 0, got ({mu!r}, {sigma!r})")
+        self.mu = m
+        if s > 0:
+            self._ids = np.array([self.uid], dtype=np.int64)
+            self._coefs = np.array([s])
+        else:
+            self._ids = np.zeros(0, dtype=np.int64)
+            self._coefs = np.zeros(0)
+        self.sigma = s
+
+    @classmethod
+    def _from_form(cls, mu: float, ids: npt.NDArray[np.int64], coefs: FloatArray) -> Normal:
+        keep = coefs != 0
+        out = cls.__new__(cls)
+        Stochastic.__init__(out)
+        out.mu = float(mu)
+        out._ids = ids[keep].copy()
+        out._coefs = coefs[keep].copy()
+        out.sigma = float(np.sqrt(np.dot(out._coefs, out._coefs)))
+        return out
+
+    def __repr__(self) -> str:
+        return f"Normal({self.mu!r}, {self.sigma!r})"
+
+    def mean(self) -> float:
+        return self.mu
+
+    def std(self) -> float:
+        return self.sigma
+
+    def cdf(self, x: Any) -> Any:
+        if self.sigma == 0:
+            return np.where(np.asarray(x, dtype=float) >= self.mu, 1.0, 0.0)
+        return stats.norm.cdf(x, self.mu, self.sigma)
+
+    def pdf(self, x: Any) -> Any:
+        return stats.norm.pdf(x, self.mu, self.sigma)
+
+    def ppf(self, q: Any) -> Any:
+        if self.sigma == 0:
+            return Point(self.mu).ppf(q)
+        return stats.norm.ppf(q, self.mu, self.sigma)
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        return self.mu + self.sigma * rng.standard_normal(n)
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [(1.0, self.mu, self.sigma)]
+
+    def _draw(self, space: Space) -> FloatArray:
+        if self._ids.size == 0:
+            return np.full(space.n, self.mu)
+        if self._ids.size == 1:
+            return self.mu + self._coefs[0] * space.z(int(self._ids[0]))
+        return self.mu + self._coefs @ space.z_block(self._ids)
+
+    def _lane(self) -> Value:
+        return Lin(np.array([self.mu]), self._ids, self._coefs[None, :].copy(), np.zeros(self._ids.size))
+
+
+# ---------------------------------------------------------------------- Mixture
+
+
+class Mixture(Stochastic):
+    """Gaussian mixture ``sum_k w_k N(mu_k, sigma_k)`` (weights are normalised)."""
+
+    kind = "mixture"
+
+    def __init__(
+        self, weights: Sequence[Number], means: Sequence[Number], stds: Sequence[Number]
+    ) -> None:
+        super().__init__()
+        w = np.asarray(weights, dtype=np.float64).ravel()
+        m = np.asarray(means, dtype=np.float64).ravel()
+        s = np.asarray(stds, dtype=np.float64).ravel()
+        if not (w.size == m.size == s.size) or w.size == 0:
+            raise ValueError("mixture needs equally many (>= 1) weights, means and stds")
+        if not (np.all(np.isfinite(w)) and np.all(np.isfinite(m)) and np.all(np.isfinite(s))):
+            raise ValueError("mixture parameters must be finite")
+        if np.any(w < 0) or w.sum() <= 0 or np.any(s < 0):
+            raise ValueError("mixture weights must be >= 0 (not all 0) and stds >= 0")
+        self.weights = w / w.sum()
+        self.means = m
+        self.stds = s
+
+    def __repr__(self) -> str:
+        return f"Mixture({self.weights.tolist()}, {self.means.tolist()}, {self.stds.tolist()})"
+
+    def mean(self) -> float:
+        return float(np.dot(self.weights, self.means))
+
+    def std(self) -> float:
+        m = self.mean()
+        second = float(np.dot(self.weights, self.stds**2 + self.means**2))
+        return math.sqrt(max(second - m * m, 0.0))
+
+    def cdf(self, x: Any) -> Any:
+        xa = np.asarray(x, dtype=float)
+        z = xa[..., None] - self.means
+        safe = np.where(self.stds > 0, self.stds, 1.0)
+        per = np.where(self.stds > 0, special.ndtr(z / safe), (z >= 0).astype(float))
+        out = per @ self.weights
+        return float(out) if out.ndim == 0 else out
+
+    def pdf(self, x: Any) -> Any:
+        xa = np.asarray(x, dtype=float)
+        per = stats.norm.pdf(xa[..., None], self.means, np.where(self.stds > 0, self.stds, 1e-300))
+        out = per @ self.weights
+        return float(out) if out.ndim == 0 else out
+
+    def ppf(self, q: Any) -> Any:
+        """Inverse CDF by vectorised bisection (exact to ~1e-12 of the spread)."""
+        qa = np.atleast_1d(np.asarray(q, dtype=float))
+        lo = np.full(qa.shape, float(np.min(self.means - 12 * self.stds)) - 1e-12)
+        hi = np.full(qa.shape, float(np.max(self.means + 12 * self.stds)) + 1e-12)
+        for _ in range(80):
+            mid = 0.5 * (lo + hi)
+            below = np.asarray(self.cdf(mid)) < qa
+            lo = np.where(below, mid, lo)
+            hi = np.where(below, hi, mid)
+        out = np.where((qa > 0) & (qa < 1), 0.5 * (lo + hi), np.nan)
+        out = np.where(qa == 0, -np.inf, np.where(qa == 1, np.inf, out))
+        if np.ndim(q) == 0:
+            return float(out[0])
+        return out.reshape(np.shape(q))
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        k = rng.choice(self.weights.size, size=n, p=self.weights)
+        return self.means[k] + self.stds[k] * rng.standard_normal(n)
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [
+            (float(w), float(m), float(s))
+            for w, m, s in zip(self.weights, self.means, self.stds, strict=True)
+        ]
+
+    def _draw(self, space: Space) -> FloatArray:
+        return space.leaf(self.uid, lambda rng, n: self._rvs(n, rng))
+
+
+# ---------------------------------------------------------------------- Samples
+
+
+class Samples(Stochastic):
+    """An empirical distribution: Monte Carlo results or user-supplied draws.
+
+    ``n`` and ``seed`` say how it was made.  Samples from the same sample space
+    are aligned (element ``i`` of each is the same joint draw).
+    """
+
+    kind = "samples"
+
+    def __init__(
+        self, array: Iterable[float] | FloatArray, seed: int | None = None, *, space: Space | None = None
+    ) -> None:
+        super().__init__()
+        arr = np.asarray(array, dtype=np.float64).ravel()
+        if arr.size < 2 or not np.all(np.isfinite(arr)):
+            raise ValueError("samples need at least 2 finite values")
+        if space is not None and arr.size != space.n:
+            raise ValueError("samples do not match their space's sample count")
+        self.array = arr
+        self.seed = seed
+        self.space = space
+        self._sorted: FloatArray | None = None
+
+    @property
+    def n(self) -> int:
+        return int(self.array.size)
+
+    def __repr__(self) -> str:
+        return f"Samples(n={self.n}, seed={self.seed}, mean={self.mean():.6g}, std={self.std():.6g})"
+
+    def _sorted_array(self) -> FloatArray:
+        if self._sorted is None:
+            self._sorted = np.sort(self.array)
+        return self._sorted
+
+    def mean(self) -> float:
+        return float(self.array.mean())
+
+    def std(self) -> float:
+        return float(self.array.std())
+
+    def cdf(self, x: Any) -> Any:
+        out = np.searchsorted(self._sorted_array(), np.asarray(x, dtype=float), side="right")
+        res = out / self.n
+        return float(res) if np.ndim(res) == 0 else res
+
+    def ppf(self, q: Any) -> Any:
+        out = np.quantile(self._sorted_array(), q)
+        return float(out) if np.ndim(out) == 0 else out
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        return rng.choice(self.array, size=n, replace=True)
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [(1.0, self.mean(), self.std())]
+
+    def _draw(self, space: Space) -> FloatArray:
+        if self.space is space:
+            return self.array
+        return space.leaf(self.uid, lambda rng, n: space.adopt(self.array))
+
+    def to_dict(self, confidence: float = 0.95) -> dict[str, Any]:
+        out = super().to_dict(confidence)
+        out["samples"] = self.n
+        out["seed"] = self.seed
+        return out
+
+    def fit_mixture(self, max_components: int = 3, seed: int = 0) -> Mixture:
+        """Gaussian mixture fitted to the samples, K chosen by BIC (scikit-learn).
+
+        Use it to report the humps of a multi-modal prediction; costs tens of ms.
+        """
+        from sklearn.mixture import GaussianMixture
+
+        rng = np.random.default_rng(seed)
+        data = self.array if self.n <= 5000 else rng.choice(self.array, 5000, replace=False)
+        x = data.reshape(-1, 1)
+        best: GaussianMixture | None = None
+        best_bic = math.inf
+        for k in range(1, max(1, int(max_components)) + 1):
+            gm = GaussianMixture(k, random_state=seed).fit(x)
+            bic = float(gm.bic(x))
+            if bic < best_bic:
+                best, best_bic = gm, bic
+        assert best is not None
+        return Mixture(
+            best.weights_.tolist(),
+            best.means_.ravel().tolist(),
+            np.sqrt(best.covariances_.ravel()).tolist(),
+        )
+
+
+# ------------------------------------------------------------ conversions & ops
+
+
+def as_stochastic(x: Any) -> Stochastic:
+    """Numbers become points; scipy frozen normals become :class:`Normal`."""
+    if isinstance(x, Stochastic):
+        return x
+    if isinstance(x, bool):
+        raise TypeError("a boolean is not a stochastic value")
+    if isinstance(x, int | float | np.integer | np.floating):
+        return Point(float(x))
+    dist = getattr(x, "dist", None)
+    if dist is not None and getattr(dist, "name", None) == "norm":
+        return Normal(float(x.mean()), float(x.std()))
+    raise TypeError(f"cannot use {type(x).__name__} as a stochastic value")
+
+
+def from_components(kind: str, components: Sequence[Any]) -> Stochastic:
+    """Model input from a forecaster distribution.
+
+    ``components`` is a list of ``(weight, mean, std)`` (tuples or dicts with
+    those keys).  ``point`` -> :class:`Point` at the mean, ``normal`` ->
+    :class:`Normal` (moment-matched if several components), ``mixture`` ->
+    :class:`Mixture` (a single component is still a one-hump mixture).
+    """
+    if not components:
+        raise ValueError("a distribution needs at least one component")
+    rows = [_component(c) for c in components]
+    w = np.array([r[0] for r in rows])
+    m = np.array([r[1] for r in rows])
+    s = np.array([r[2] for r in rows])
+    if kind == "mixture":
+        return Mixture(w, m, s)
+    mix = Mixture(w, m, s)
+    if kind == "point":
+        return Point(mix.mean())
+    if kind == "normal":
+        return Normal(mix.mean(), mix.std())
+    raise ValueError(f"unknown distribution kind {kind!r}; expected point, normal or mixture")
+
+
+def _component(c: Any) -> tuple[float, float, float]:
+    if isinstance(c, dict):
+        return float(c["weight"]), float(c["mean"]), float(c["std"])
+    w, m, s = c
+    return float(w), float(m), float(s)
+
+
+def from_lane(v: Value, space: Space | None = None) -> Stochastic:
+    """Lane 0 of a lane value as a public value."""
+    if isinstance(v, Smp):
+        return Samples(np.array(v.x[0]), seed=v.space.seed, space=v.space)
+    if isinstance(v, Lin):
+        coefs = v.A[0]
+        if not np.any(coefs):
+            return Point(float(v.mu[0]))
+        return Normal._from_form(float(v.mu[0]), v.ids, coefs)
+    return Point(float(np.asarray(v)[0]))
+
+
+def to_samples_lane(x: Stochastic, space: Space) -> Smp:
+    return Smp(x._draw(space)[None, :], space)
+
+
+def _pick_space(values: Sequence[Stochastic], cfg: EngineConfig) -> Space:
+    for v in values:
+        if isinstance(v, Samples) and v.space is not None:
+            return v.space
+    return cfg.space if cfg.space is not None else Space(cfg.samples, cfg.seed)
+
+
+def _all_analytic(values: Sequence[Stochastic]) -> bool:
+    return all(v.analytic for v in values)
+
+
+def _binop(op: str, a: Any, b: Any) -> Stochastic:
+    x, y = as_stochastic(a), as_stochastic(b)
+    cfg = _ENGINE.get()
+    if cfg.mode != "mc" and _all_analytic([x, y]):
+        try:
+            ctx = LaneCtx(strict=cfg.mode == "auto")
+            return from_lane(lanes.binary(op, x._lane(), y._lane(), ctx))
+        except HandOver:
+            pass
+    elif cfg.mode == "analytic":
+        raise TypeError("the analytic engine handles points and normals only")
+    space = _pick_space([x, y], cfg)
+    out = lanes.binary(op, to_samples_lane(x, space), to_samples_lane(y, space), LaneCtx(False, space))
+    return from_lane(out, space)
+
+
+def _reduce(op: str, values: Iterable[Any]) -> Stochastic:
+    vals = [as_stochastic(v) for v in values]
+    if not vals:
+        if op == "sum":
+            return Point(0.0)
+        raise ValueError("max of no values")
+    cfg = _ENGINE.get()
+    starts = np.array([0])
+    if cfg.mode != "mc" and _all_analytic(vals):
+        try:
+            ctx = LaneCtx(strict=cfg.mode == "auto")
+            stacked = lanes.concat_lanes([v._lane() for v in vals])
+            return from_lane(lanes.reduce(op, stacked, starts, ctx))
+        except HandOver:
+            pass
+    elif cfg.mode == "analytic":
+        raise TypeError("the analytic engine handles points and normals only")
+    space = _pick_space(vals, cfg)
+    stacked = lanes.concat_lanes([to_samples_lane(v, space) for v in vals])
+    return from_lane(lanes.reduce(op, stacked, starts, LaneCtx(False, space)), space)
+
+
+def ssum(values: Iterable[Any]) -> Stochastic:
+    """Sum of many values (exact for normals and points)."""
+    return _reduce("sum", values)
+
+
+def smax(values: Iterable[Any]) -> Stochastic:
+    """Max of many values (Clark for pairs, exact for independent normals)."""
+    return _reduce("max", values)
+
+
+def smin(values: Iterable[Any]) -> Stochastic:
+    """Min of many values (``-max(-x)``)."""
+    return _reduce("min", values)

@@ -1,0 +1,1 @@
+"""Evaluation tools: ``ppe forecast-eval`` (forecast accuracy on recorded traces)."""

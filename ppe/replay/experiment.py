@@ -1,0 +1,441 @@
+"""Replay experiment: how good would PPE's predictions and schedules have been?
+
+For many start times over recorded traces and host sets drawn from them, the *real*
+pipeline (:func:`ppe.pipeline.plan`: forecaster -> structural model -> scheduler) plans
+the run with each strategy from the history strictly before the start; the simulator
+then executes each schedule against what the hosts actually did, and an oracle that
+knew the future gives the yardstick. See :func:`run_replay`.
+
+Design choices, stated rather than hidden:
+
+- *Hosts.* Each trace file is one time-shared host. Its benchmark (dedicated seconds
+  per element update) is ``benchmark * exp(spread * z)`` with ``z`` a standard normal
+  drawn from ``(seed, file name)``, so hosts differ in speed as on a real grid and the
+  same file keeps its speed across runs.
+- *Forecasting input.* A switched-off VM (trace ``dead`` samples) sends no
+  measurements: the forecaster sees its live samples only, strictly before the start.
+- *Which hosts a run may use.* At a start time a host is offered only if it is alive
+  at its last sample before the start, has ``min_history_s`` of live history, and is
+  recorded without gaps longer than ``max_gap_s`` nor dead samples over the next
+  ``window_s`` seconds. The last two look ahead, but only to decide which experiments
+  can be scored at all (no record = no actual time); nothing the pipeline sees does.
+- *Multi-mode sets.* A host set is multi-mode when the forecaster's distribution fit
+  at the start calls any of its hosts multi-mode.
+- *Determinism.* Start times, host sets, benchmarks and Monte Carlo seeds are drawn
+  up front from ``seed``; workers only compute, and results are gathered by case
+  index, so the report does not depend on the number of workers.
+
+Running on a Dask cluster
+-------------------------
+When one machine is not enough, install ``dask[distributed]`` on the client and on
+every worker, make the trace files readable at the same path on all workers (shared
+filesystem or a copy), start a scheduler and workers (``dask scheduler`` /
+``dask worker tcp://host:8786``), then::
+
+    ppe replay /data/traces --hosts 8 --starts 5000 --executor dask \\
+        --scheduler-address tcp://host:8786 --out report.json
+
+Planning (the expensive part) is shipped to the cluster in chunks of cases; each
+worker reads the traces once per chunk from the paths given. Simulation and the
+oracle are vectorised and stay on the client. Results are identical to a local run.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+import zlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+import numpy as np
+
+from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
+from ppe.replay.traces import AVAILABILITY_FLOOR, Trace, read_traces
+
+ProgressFn = Callable[[int, int], None]
+
+DEFAULT_STRATEGIES = ("block", "static", "mean", "conservative", "quantile", "expected")
+
+
+@dataclass(frozen=True)
+class ReplayConfig:
+    """Everything that defines a replay; the report echoes it under ``config``."""
+
+    traces: tuple[str, ...] = ()
+    app: str = "sor"
+    n: int = 10000
+    iterations: int = 1000
+    hosts: int = 8
+    starts: int = 200
+    strategies: tuple[str, ...] = DEFAULT_STRATEGIES
+    bandwidth: float = 1.25e7
+    bandwidth_from_trace: bool = False
+    latency: float = 5e-4
+    benchmark: float = 1.5e-7
+    benchmark_spread: float = 0.3
+    confidence: float = 0.95
+    k: float = 2.0
+    quantile: float = 0.95
+    seed: int = 0
+    workers: int = 0
+    executor: str = "process"
+    scheduler_address: str | None = None
+    min_history_s: float = 2 * 86400.0
+    history_s: float | None = 14 * 86400.0
+    window_s: float = 8 * 3600.0
+    max_gap_s: float = 1800.0
+    schedule_samples: int = 2000
+    predict_samples: int = 4000
+    include_runs: bool = True
+
+    def __post_init__(self) -> None:
+        if self.hosts < 1:
+            raise ValueError("hosts must be >= 1")
+        if self.starts < 1:
+            raise ValueError("starts must be >= 1")
+        if self.n < 1 or self.iterations < 1:
+            raise ValueError("n and iterations must be >= 1")
+        if not self.strategies:
+            raise ValueError("give at least one strategy")
+        if self.executor not in ("process", "serial", "dask"):
+            raise ValueError("executor must be 'process', 'serial' or 'dask'")
+        if self.executor == "dask" and not self.scheduler_address:
+            raise ValueError("--executor dask needs --scheduler-address")
+        if not 0 < self.confidence < 1:
+            raise ValueError("confidence must be in (0, 1)")
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["traces"] = list(self.traces)
+        d["strategies"] = list(self.strategies)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ReplayConfig:
+        """From JSON (e.g. an API request); unknown keys are an error, not ignored."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ValueError(f"unknown replay settings: {unknown}")
+        d = dict(data)
+        for key in ("traces", "strategies"):
+            if key in d and isinstance(d[key], str):
+                d[key] = tuple(s for s in d[key].split(",") if s)
+            elif key in d:
+                d[key] = tuple(d[key])
+        return cls(**d)
+
+    def sim_config(self) -> SimConfig:
+        return SimConfig(self.app, self.n, self.iterations, self.bandwidth, self.latency)
+
+
+# --------------------------------------------------------------------------- hosts
+
+
+@dataclass(frozen=True)
+class HostData:
+    """One trace prepared for replay: forecasting history, simulation rates, checks."""
+
+    name: str
+    benchmark: float
+    hist_t: np.ndarray  # live samples: what sensors would have sent
+    hist_a: np.ndarray
+    sim_a: np.ndarray  # all samples, dead ones at the floor (a switched-off host computes nothing)
+    all_t: np.ndarray
+    dead_t: np.ndarray
+    bw_v: np.ndarray | None = None  # link bandwidth left by the host's own traffic, bytes/s
+
+
+def host_benchmark(name: str, config: ReplayConfig) -> float:
+    """Dedicated seconds per element for a host, fixed by (seed, file name)."""
+    rng = np.random.default_rng([config.seed, zlib.crc32(name.encode())])
+    return float(config.benchmark * math.exp(config.benchmark_spread * rng.standard_normal()))
+
+
+def link_bandwidth(trace: Trace, capacity: float) -> np.ndarray | None:
+    """Bandwidth left on a host's link by its recorded traffic (KB/s in GWA-T-12)."""
+    if trace.net_rx_kbs is None or trace.net_tx_kbs is None:
+        return None
+    used = (trace.net_rx_kbs + trace.net_tx_kbs) * 1024.0
+    return np.clip(capacity - used, 0.05 * capacity, capacity)
+
+
+def prepare_hosts(traces: Sequence[Trace], config: ReplayConfig) -> list[HostData]:
+    """Per-trace arrays the experiment needs; names must be unique."""
+    seen: set[str] = set()
+    out = []
+    for tr in traces:
+        if tr.name in seen:
+            raise ValueError(f"two traces are both named {tr.name!r}; host names must be unique")
+        seen.add(tr.name)
+        live = ~tr.dead
+        bw = link_bandwidth(tr, config.bandwidth) if config.bandwidth_from_trace else None
+        if config.bandwidth_from_trace and bw is None:
+            raise ValueError(f"trace {tr.name!r} has no network columns for --bandwidth-from-trace")
+        out.append(
+            HostData(
+                name=tr.name,
+                benchmark=host_benchmark(tr.name, config),
+                hist_t=tr.timestamps[live],
+                hist_a=tr.availability[live],
+                sim_a=np.where(tr.dead, AVAILABILITY_FLOOR, tr.availability),
+                all_t=tr.timestamps,
+                dead_t=tr.timestamps[tr.dead],
+                bw_v=bw,
+            )
+        )
+    return out
+
+
+# --------------------------------------------------------------------------- cases
+
+
+@dataclass(frozen=True)
+class Case:
+    """One experiment: a start time and a chain of hosts (indices into the host list)."""
+
+    index: int
+    start: float
+    hosts: tuple[int, ...]
+    seed: int
+
+
+def eligible(host: HostData, start: float, config: ReplayConfig) -> bool:
+    """May this host be used for a run starting at ``start``? (see module docstring)"""
+    i = int(np.searchsorted(host.hist_t, start, side="left"))
+    if i == 0 or host.hist_t[i - 1] < start - config.max_gap_s:
+        return False
+    if host.hist_t[i - 1] - host.hist_t[0] < config.min_history_s:
+        return False
+    j = int(np.searchsorted(host.all_t, start, side="left"))
+    if j == 0 or j >= host.all_t.size:
+        return False
+    if host.all_t[-1] < start + config.window_s:
+        return False
+    k = int(np.searchsorted(host.all_t, start + config.window_s, side="right"))
+    window = host.all_t[j - 1 : k + 1]
+    if np.diff(window).max(initial=0.0) > config.max_gap_s:
+        return False
+    d0 = int(np.searchsorted(host.dead_t, start, side="left"))
+    return not (d0 < host.dead_t.size and host.dead_t[d0] <= start + config.window_s)
+
+
+def draw_cases(hosts: Sequence[HostData], config: ReplayConfig) -> list[Case]:
+    """Start times uniform over the traces, host sets uniform among eligible hosts."""
+    if len(hosts) < config.hosts:
+        raise ValueError(f"{config.hosts} hosts per run but only {len(hosts)} traces given")
+    rng = np.random.default_rng([config.seed, 1])
+    lo = min(float(h.all_t[0]) for h in hosts) + config.min_history_s
+    hi = max(float(h.all_t[-1]) for h in hosts) - config.window_s
+    if hi <= lo:
+        raise ValueError("traces are too short for the history and run window asked for")
+    cases: list[Case] = []
+    attempts = 0
+    while len(cases) < config.starts and attempts < 200 * config.starts:
+        attempts += 1
+        start = float(np.floor(rng.uniform(lo, hi)))
+        ok = [i for i, h in enumerate(hosts) if eligible(h, start, config)]
+        if len(ok) < config.hosts:
+            continue
+        chosen = rng.choice(len(ok), size=config.hosts, replace=False)
+        chain = tuple(ok[int(c)] for c in chosen)
+        cases.append(Case(len(cases), start, chain, int(rng.integers(0, 2**31 - 1))))
+    if len(cases) < config.starts:
+        raise ValueError(
+            f"found only {len(cases)} start times with {config.hosts} usable hosts "
+            f"(asked for {config.starts}); relax --window/--max-gap or use fewer hosts"
+        )
+    return cases
+
+
+# --------------------------------------------------------------------------- planning
+
+
+@dataclass
+class StrategyOutcome:
+    """What one strategy planned for one case (or why it could not)."""
+
+    rows: list[int]
+    mean: float = math.nan
+    std: float = math.nan
+    lo: float = math.nan
+    hi: float = math.nan
+    horizon_s: float | None = None
+    rounds: int = 0
+    error: str | None = None
+
+
+@dataclass
+class CasePlan:
+    """All strategies' plans for one case, plus the modes the forecaster saw."""
+
+    index: int
+    multimode: dict[str, bool] = field(default_factory=dict)
+    outcomes: dict[str, StrategyOutcome] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+_CTX: dict[str, Any] = {}
+
+
+def _init_worker(hosts: Sequence[HostData], config: ReplayConfig) -> None:
+    _CTX["hosts"] = hosts
+    _CTX["config"] = config
+
+
+def _plan_chunk(cases: Sequence[Case]) -> list[CasePlan]:
+    from ppe.replay import planning
+
+    return [planning.plan_case(c, _CTX["hosts"], _CTX["config"]) for c in cases]
+
+
+def _plan_chunk_from_paths(
+    cases: Sequence[Case], paths: Sequence[str], config: ReplayConfig
+) -> list[CasePlan]:
+    """Dask task: read the traces (cached per worker process) and plan a chunk."""
+    key = ("paths", tuple(paths), config)
+    if _CTX.get("key") != key:
+        _init_worker(prepare_hosts(read_traces(paths), config), config)
+        _CTX["key"] = key
+    return _plan_chunk(cases)
+
+
+def _chunks(items: Sequence[Case], size: int) -> list[list[Case]]:
+    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+
+
+def worker_count(config: ReplayConfig) -> int:
+    return config.workers if config.workers > 0 else (os.cpu_count() or 1)
+
+
+def plan_all(
+    cases: Sequence[Case],
+    hosts: Sequence[HostData],
+    config: ReplayConfig,
+    progress: ProgressFn | None = None,
+) -> list[CasePlan]:
+    """Plan every case with every strategy, in parallel; ordered by case index."""
+    workers = worker_count(config)
+    size = max(1, min(8, math.ceil(len(cases) / (4 * workers))))
+    chunks = _chunks(cases, size)
+    done = 0
+    results: list[CasePlan] = []
+
+    def tick(part: list[CasePlan]) -> None:
+        nonlocal done
+        results.extend(part)
+        done += len(part)
+        if progress:
+            progress(done, len(cases))
+
+    if config.executor == "serial" or workers == 1:
+        _init_worker(hosts, config)
+        for ch in chunks:
+            tick(_plan_chunk(ch))
+    elif config.executor == "dask":
+        for part in _dask_map(chunks, config):
+            tick(part)
+    else:
+        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(hosts, config)) as ex:
+            for part in ex.map(_plan_chunk, chunks):
+                tick(part)
+    return sorted(results, key=lambda p: p.index)
+
+
+def _dask_map(chunks: list[list[Case]], config: ReplayConfig) -> Iterable[list[CasePlan]]:
+    try:
+        from dask.distributed import Client, as_completed
+    except ImportError as exc:  # optional dependency
+        raise RuntimeError("--executor dask needs `pip install 'dask[distributed]'`") from exc
+    from ppe.replay.traces import expand_paths
+
+    paths = [str(p.resolve()) for p in expand_paths(config.traces)]
+    with Client(config.scheduler_address) as client:
+        futures = [client.submit(_plan_chunk_from_paths, ch, paths, config, pure=False)
+                   for ch in chunks]
+        for fut in as_completed(futures):
+            yield fut.result()
+
+
+# --------------------------------------------------------------------------- run
+
+
+def make_banks(hosts: Sequence[HostData]) -> tuple[RateBank, RateBank | None]:
+    bank = RateBank([(h.all_t, h.sim_a) for h in hosts])
+    if all(h.bw_v is not None for h in hosts):
+        return bank, RateBank([(h.all_t, h.bw_v) for h in hosts])
+    return bank, None
+
+
+def run_specs(
+    cases: Sequence[Case], hosts: Sequence[HostData], rows: Sequence[Sequence[int]], with_net: bool
+) -> list[RunSpec]:
+    return [
+        RunSpec(
+            hosts=list(c.hosts),
+            rows=list(r),
+            benchmark=[hosts[i].benchmark for i in c.hosts],
+            start=c.start,
+            net=list(c.hosts) if with_net else None,
+        )
+        for c, r in zip(cases, rows, strict=True)
+    ]
+
+
+def run_experiment(
+    traces: Sequence[Trace], config: ReplayConfig, progress: ProgressFn | None = None
+) -> dict[str, Any]:
+    """Replay ``traces`` as ``config`` says; returns the JSON report (see ``report``)."""
+    from ppe.replay.oracle import oracle
+    from ppe.replay.report import build_report
+
+    t0 = time.perf_counter()
+    hosts = prepare_hosts(traces, config)
+    cases = draw_cases(hosts, config)
+    plans = plan_all(cases, hosts, config, progress)
+    t_plan = time.perf_counter() - t0
+    bank, net_bank = make_banks(hosts)
+    sim_cfg = config.sim_config()
+    actual: dict[str, np.ndarray] = {}
+    for s in config.strategies:
+        rows = [_rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
+        specs = run_specs(cases, hosts, rows, net_bank is not None)
+        actual[s] = simulate(bank, specs, sim_cfg, net_bank).makespan
+    base = run_specs(cases, hosts, [[0] * config.hosts for _ in cases], net_bank is not None)
+    cands = [
+        [_rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
+        for s in config.strategies
+    ]
+    orc = oracle(bank, base, sim_cfg, config.n, net_bank, candidates=cands)
+    timing = {
+        "plan_s": t_plan,
+        "total_s": time.perf_counter() - t0,
+        "workers": worker_count(config),
+        "schedules": len(cases) * len(config.strategies),
+    }
+    return build_report(config, cases, hosts, plans, actual, orc, timing)
+
+
+def _rows_or_block(outcome: StrategyOutcome, case: Case, config: ReplayConfig) -> list[int]:
+    """A failed plan is scored as equal strips (the user would have had to run something)."""
+    if outcome.error is None:
+        return outcome.rows
+    k = len(case.hosts)
+    base, extra = divmod(config.n, k)
+    return [base + (1 if i < extra else 0) for i in range(k)]
+
+
+def run_replay(config: ReplayConfig | Mapping[str, Any], progress: ProgressFn | None = None) -> dict[str, Any]:
+    """Entry point for ``ppe replay`` and the service's replay jobs.
+
+    ``config`` is a :class:`ReplayConfig` or its dict form (``traces``: files or
+    directories); ``progress(done, total)`` is called as cases are planned.
+    """
+    cfg = config if isinstance(config, ReplayConfig) else ReplayConfig.from_dict(config)
+    if not cfg.traces:
+        raise ValueError("no traces given")
+    return run_experiment(read_traces(cfg.traces), cfg, progress)

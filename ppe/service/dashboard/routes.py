@@ -1,0 +1,196 @@
+"""Dashboard pages at `/`: login, overview, host, schedule playground, replays.
+
+The pages are Jinja2 templates that carry no data of their own: their plain JavaScript fetches the
+same `/api/v1` JSON that applications get, authenticated by the HttpOnly `ppe_token` cookie set at
+login, so the dashboard can never show something the API would not. Everything a page loads comes
+from this origin (plotly's JavaScript from the installed Python package, never a CDN), and a strict
+Content-Security-Policy makes the browser refuse anything else.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from fastapi import APIRouter, Form, Request, Response
+from fastapi.responses import HTMLResponse, RedirectResponse
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from plotly import __version__ as plotly_version
+
+from ppe import __version__
+from ppe.service.auth import OPERATE, resolve_role
+
+COOKIE = "ppe_token"
+COOKIE_MAX_AGE_S = 12 * 3600  # an operator's working day; log in again after that
+STATIC_PATH = "/dashboard/static"
+PLOTLY_PATH = "/dashboard/vendor/plotly.min.js"
+HERE = Path(__file__).resolve().parent
+STATIC_DIR = HERE / "static"
+templates = Jinja2Templates(directory=str(HERE / "templates"))
+
+# 'unsafe-inline' styles only: plotly writes style attributes and <style> rules as it draws.
+CSP = (
+    "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+    "img-src 'self' data: blob:; font-src 'self' data:; connect-src 'self'; "
+    "object-src 'none'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'"
+)
+PAGE_HEADERS = {
+    "Content-Security-Policy": CSP,
+    "X-Content-Type-Options": "nosniff",
+    "X-Frame-Options": "DENY",
+    "Referrer-Policy": "same-origin",
+    "Cache-Control": "no-store",
+}
+
+router = APIRouter(include_in_schema=False)
+
+
+def static_files() -> StaticFiles:
+    """The dashboard's own CSS and JavaScript, mounted by the app at STATIC_PATH."""
+    return StaticFiles(directory=str(STATIC_DIR))
+
+
+def _root(request: Request) -> str:
+    """Prefix for links, so the dashboard also works behind a proxy with a root path."""
+    return str(request.scope.get("root_path", "")).rstrip("/")
+
+
+def _safe_next(target: str | None) -> str:
+    """Only same-origin paths: `next=//evil.example` must not become an open redirect."""
+    if not target or not target.startswith("/") or target.startswith(("//", "/\\")):
+        return "/"
+    if target.startswith(("/login", "/logout")):
+        return "/"
+    return target
+
+
+def _dashboard_role(request: Request) -> str | None:
+    role = resolve_role(request, request.cookies.get(COOKIE))
+    return role if role in OPERATE else None
+
+
+def _to_login(request: Request) -> RedirectResponse:
+    here = request.url.path[len(_root(request)):] or "/"
+    if request.url.query:
+        here += "?" + request.url.query
+    return RedirectResponse(f"{_root(request)}/login?next={quote(here, safe='')}", 303)
+
+
+def _render(
+    request: Request, name: str, status_code: int = 200, **context: Any
+) -> HTMLResponse:
+    base = {
+        "root": _root(request),
+        "version": __version__,
+        "static": _root(request) + STATIC_PATH,
+        "plotly_src": f"{_root(request)}{PLOTLY_PATH}?v={plotly_version}",
+        "role": context.pop("role", None),
+    }
+    return templates.TemplateResponse(
+        request, name, {**base, **context}, status_code=status_code, headers=PAGE_HEADERS
+    )
+
+
+def _page(request: Request, name: str, **context: Any) -> Response:
+    """Render a dashboard page for an operator or admin; everyone else goes to the login form."""
+    role = _dashboard_role(request)
+    if role is None:
+        return _to_login(request)
+    return _render(request, name, role=role, **context)
+
+
+@router.get("/", response_class=HTMLResponse)
+def overview(request: Request) -> Response:
+    return _page(request, "overview.html", page="overview", title="Overview")
+
+
+@router.get("/hosts/{name}", response_class=HTMLResponse)
+def host(request: Request, name: str) -> Response:
+    return _page(request, "host.html", page="host", title=name, host=name)
+
+
+@router.get("/playground", response_class=HTMLResponse)
+def playground(request: Request) -> Response:
+    return _page(request, "playground.html", page="playground", title="Schedule playground")
+
+
+@router.get("/replays", response_class=HTMLResponse)
+def replays(request: Request) -> Response:
+    return _page(request, "replays.html", page="replays", title="Replays")
+
+
+@router.get("/replays/{job_id}", response_class=HTMLResponse)
+def replay(request: Request, job_id: str) -> Response:
+    return _page(request, "replay.html", page="replays", title=f"Replay {job_id}", job_id=job_id)
+
+
+@router.get("/login", response_class=HTMLResponse)
+def login_form(request: Request, next: str = "/") -> Response:
+    if _dashboard_role(request) is not None:
+        return RedirectResponse(_root(request) + _safe_next(next), 303)
+    return _render(request, "login.html", page="login", title="Sign in", next=_safe_next(next))
+
+
+@router.post("/login", response_class=HTMLResponse)
+def login(request: Request, token: str = Form(""), next: str = Form("/")) -> Response:
+    token = token.strip()
+    target = _safe_next(next)
+    role = resolve_role(request, token) if token else None
+    if role is None:
+        error = "Enter a token." if not token else "This token is unknown or has been revoked."
+        return _render(request, "login.html", 401, page="login", title="Sign in",
+                       next=target, error=error)
+    if role not in OPERATE:
+        error = (f"A {role} token cannot open the dashboard: "
+                 "use an operator or admin token (ppe token create --role operator).")
+        return _render(request, "login.html", 403, page="login", title="Sign in",
+                       next=target, error=error)
+    response = RedirectResponse(_root(request) + target, 303)
+    response.set_cookie(
+        COOKIE, token, max_age=COOKIE_MAX_AGE_S, path=_root(request) or "/",
+        httponly=True, samesite="strict", secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@router.post("/logout")
+def logout(request: Request) -> Response:
+    response = RedirectResponse(f"{_root(request)}/login", 303)
+    response.delete_cookie(
+        COOKIE, path=_root(request) or "/", httponly=True, samesite="strict",
+        secure=request.url.scheme == "https",
+    )
+    return response
+
+
+@lru_cache(maxsize=1)
+def _plotly() -> tuple[bytes, bytes, str]:
+    """plotly.js from the installed Python package: raw, gzipped, and its ETag."""
+    from plotly.offline import get_plotlyjs
+
+    raw = get_plotlyjs().encode()
+    digest = hashlib.sha256(raw).hexdigest()[:16]
+    return raw, gzip.compress(raw, 6, mtime=0), f'"{digest}"'
+
+
+@router.get(PLOTLY_PATH)
+def plotly_js(request: Request) -> Response:
+    """Served with a year-long immutable cache: page links carry the plotly package version."""
+    raw, packed, etag = _plotly()
+    headers = {
+        "Cache-Control": "public, max-age=31536000, immutable",
+        "ETag": etag,
+        "Vary": "Accept-Encoding",
+        "X-Content-Type-Options": "nosniff",
+    }
+    if request.headers.get("if-none-match") == etag:
+        return Response(status_code=304, headers=headers)
+    media = "application/javascript; charset=utf-8"
+    if "gzip" in request.headers.get("accept-encoding", ""):
+        return Response(packed, media_type=media, headers={**headers, "Content-Encoding": "gzip"})
+    return Response(raw, media_type=media, headers=headers)

@@ -1,0 +1,264 @@
+/* Host page: history with the forecast band, battery errors, fitted distribution, link forecasts. */
+"use strict";
+
+(function () {
+  const P = window.PPE;
+  const { h, $ } = P;
+  const host = $("#host-page").dataset.host;
+  const hostPath = encodeURIComponent(host);
+  let resource = null;
+
+  function selected() {
+    const [metric, peer] = $("#series").value.split("|");
+    return { metric, peer: peer || "" };
+  }
+  function seriesLabel(metric, peer) {
+    return peer ? P.METRIC_LABEL[metric] + " → " + peer : P.METRIC_LABEL[metric] || metric;
+  }
+  function axisFor(metric) {
+    if (metric === "cpu") return { tickformat: ".0%", rangemode: "tozero", title: { text: "CPU available" } };
+    if (metric === "bandwidth") return { tickformat: ".3s", ticksuffix: "B/s", rangemode: "tozero", title: { text: "bandwidth" } };
+    return { tickformat: ".2s", ticksuffix: "s", rangemode: "tozero", title: { text: "latency" } };
+  }
+
+  function fillSeriesSelect() {
+    const sel = $("#series");
+    const keep = sel.value;
+    const opts = (resource.series || []).slice().sort((a, b) =>
+      (a.peer ? 1 : 0) - (b.peer ? 1 : 0) || (a.peer || "").localeCompare(b.peer || "") || a.metric.localeCompare(b.metric));
+    sel.replaceChildren(...opts.map((s) => h("option", { value: s.metric + "|" + (s.peer || "") }, seriesLabel(s.metric, s.peer))));
+    if (!opts.length) sel.append(h("option", { value: "cpu|" }, "CPU availability"));
+    if ([...sel.options].some((o) => o.value === keep)) sel.value = keep;
+  }
+
+  function showProps() {
+    const p = resource.properties || {};
+    const parts = [];
+    if (P.finite(p.benchmark)) parts.push("benchmark " + P.seconds(p.benchmark) + " per element");
+    if (P.finite(p.memory_bytes)) parts.push("memory " + P.num(p.memory_bytes / 2 ** 30, 3) + " GiB");
+    const n = (resource.series || []).length;
+    parts.push(n + (n === 1 ? " series" : " series"));
+    P.setText("#props", parts.join(" · "));
+  }
+
+  async function forecastFor(metric, peer, horizon) {
+    try {
+      return await P.api("/forecasts/" + hostPath + "/" + metric + P.query({ peer, horizon, confidence: $("#confidence").value }));
+    } catch (e) {
+      if (e.status === 409) return { insufficient: true, message: e.message };
+      throw e;
+    }
+  }
+
+  /* ---- tiles ---- */
+  function renderTiles(metric, series, f) {
+    const latest = series ? series.latest_value : null;
+    P.setText("#t-latest", P.metricValue(metric, latest));
+    const age = series && P.finite(series.latest_timestamp) ? P.now() - series.latest_timestamp : null;
+    P.setText("#t-age", age === null ? "no data" : "measured " + P.age(age) + " ago");
+    if (!f || f.insufficient) {
+      for (const id of ["#t-forecast", "#t-predictor", "#t-mode"]) P.setText(id, P.DASH);
+      P.setText("#t-interval", f ? "too little data for a forecast yet" : "");
+      P.setText("#t-errors", ""); P.setText("#t-samples", series ? series.samples + " samples" : "");
+      return;
+    }
+    const horizon = $("#horizon").selectedOptions[0].textContent;
+    P.setText("#t-forecast", P.metricValue(metric, f.mean));
+    P.setText("#t-interval", P.confidenceLabel(f.confidence) + " " + P.interval(metric, P.ivOf(f)) + " · " + horizon);
+    P.setText("#t-predictor", f.predictor || P.DASH);
+    P.setText("#t-errors", "MAE " + P.metricValue(metric, f.mae) + " · RMSE " + P.metricValue(metric, P.finite(f.mse) ? Math.sqrt(f.mse) : NaN));
+    const d = f.distribution || {};
+    const k = (d.components || []).length;
+    P.setText("#t-mode", f.multimode ? "multi-mode (" + k + " modes)" : d.kind === "point" ? "constant" : "single mode");
+    P.setText("#t-samples", (f.samples ?? (series && series.samples) ?? 0) + " samples · " + (d.kind || "normal") + " fit");
+  }
+
+  /* ---- history chart ---- */
+  function medianStep(ts) {
+    const d = [];
+    for (let i = Math.max(1, ts.length - 50); i < ts.length; i++) d.push(ts[i] - ts[i - 1]);
+    d.sort((a, b) => a - b);
+    return d.length ? d[Math.floor(d.length / 2)] : 60;
+  }
+
+  function drawHistory(metric, hist, f, horizonS) {
+    const ts = hist.timestamps || [];
+    if (!ts.length) { P.empty("#chart-history", "No measurements in this series yet."); P.setText("#history-note", ""); return; }
+    const x = ts.map((t) => new Date(t * 1000));
+    const values = hist.values; const fc = hist.forecasts || []; const lo = hist.lower || []; const hi = hist.upper || [];
+    const band = x.map((_, i) => i).filter((i) => P.finite(lo[i]) && P.finite(hi[i]));
+    const conf = P.confidenceLabel(f && f.confidence);
+    const traces = [
+      { x: band.map((i) => x[i]), y: band.map((i) => hi[i]), mode: "lines", line: { width: 0, shape: "hv" }, hoverinfo: "skip", showlegend: false },
+      { x: band.map((i) => x[i]), y: band.map((i) => lo[i]), mode: "lines", line: { width: 0, shape: "hv" }, fill: "tonexty",
+        fillcolor: "rgba(59,91,219,0.16)", name: "forecast interval", hoverinfo: "skip" },
+      { x, y: fc, mode: "lines", name: "one-step forecast", line: { color: "#3b5bdb", width: 1.6, dash: "dot" },
+        hovertemplate: "forecast %{y}<extra></extra>" },
+      { x, y: values, mode: "lines+markers", name: "measured", line: { color: "#172033", width: 1.2 }, marker: { size: 3 },
+        hovertemplate: "%{x}<br>measured %{y}<extra></extra>" },
+    ];
+    const outside = band.filter((i) => values[i] < lo[i] || values[i] > hi[i]);
+    if (outside.length) {
+      traces.push({ x: outside.map((i) => x[i]), y: outside.map((i) => values[i]), mode: "markers", name: "outside interval",
+        marker: { color: "#c92a2a", size: 6, symbol: "circle-open", line: { width: 1.6 } }, hoverinfo: "skip" });
+    }
+    if (f && !f.insufficient) traces.push(...nextForecastTraces(f, ts, horizonS));
+    const yaxis = axisFor(metric);
+    if (metric === "cpu") { yaxis.range = [0, 1.05]; delete yaxis.rangemode; }
+    P.plot("#chart-history", traces, { yaxis, xaxis: { type: "date" }, hovermode: "x unified", margin: { l: 64, r: 16, t: 36, b: 40 } });
+    const inside = band.length - outside.length;
+    P.setText("#history-note", band.length
+      ? inside + " of " + band.length + " measurements fell inside their " + conf + " interval (" + P.pct(inside / band.length) +
+        "). Each forecast uses only the data strictly before its time."
+      : "Forecasts start once the battery has enough history.");
+  }
+
+  /** The forecast ahead of the newest sample: a point with its interval, or a box over the horizon. */
+  function nextForecastTraces(f, ts, horizonS) {
+    const last = ts[ts.length - 1];
+    const iv = P.ivOf(f);
+    if (!iv) return [];
+    const color = "#e8590c";
+    if (horizonS) {
+      const t0 = new Date(last * 1000); const t1 = new Date((last + horizonS) * 1000);
+      return [
+        { x: [t0, t1, t1, t0, t0], y: [iv[0], iv[0], iv[1], iv[1], iv[0]], mode: "lines", fill: "toself",
+          fillcolor: P.hexA(color, 0.15), line: { color, width: 1 }, name: "forecast for the horizon", hoverinfo: "skip" },
+        { x: [t0, t1], y: [f.mean, f.mean], mode: "lines", line: { color, width: 2.5 }, showlegend: false,
+          hovertemplate: "horizon mean %{y}<extra></extra>" },
+      ];
+    }
+    const t = new Date((last + medianStep(ts)) * 1000);
+    return [{ x: [t], y: [f.mean], mode: "markers", name: "next forecast",
+      marker: { color, size: 9, symbol: "diamond" },
+      error_y: { type: "data", symmetric: false, array: [iv[1] - f.mean], arrayminus: [f.mean - iv[0]], color, thickness: 2, width: 6 },
+      hovertemplate: "next %{y}<extra></extra>" }];
+  }
+
+  /* ---- distribution chart ---- */
+  /** Density histogram computed here, so the y range can keep the bars readable under a tall mode. */
+  function histogram(values, lo, hi, bins) {
+    const width = (hi - lo) / bins || 1;
+    const counts = new Array(bins).fill(0);
+    for (const v of values) counts[Math.min(bins - 1, Math.max(0, Math.floor((v - lo) / width)))]++;
+    return { x: counts.map((_, i) => lo + (i + 0.5) * width), y: counts.map((c) => c / (values.length * width)), width };
+  }
+
+  function drawDistribution(metric, hist, f) {
+    const values = (hist.values || []).filter(P.finite);
+    if (!values.length) { P.empty("#chart-dist", "No measurements yet."); return; }
+    let lo = Math.min(...values); let hi = Math.max(...values);
+    const pad = Math.max((hi - lo) * 0.08, Math.abs(hi) * 0.02, 1e-9);
+    lo -= pad; hi += pad;
+    if (metric === "cpu") { lo = Math.max(lo, -0.02); hi = Math.min(hi, 1.02); }
+    if (metric !== "cpu" && lo < 0 && Math.min(...values) >= 0) lo = 0;
+    const hg = histogram(values, lo, hi, 30);
+    const traces = [{ type: "bar", x: hg.x, y: hg.y, width: hg.width * 0.94, name: "recent values (" + values.length + ")",
+      marker: { color: "rgba(23,32,51,0.22)", line: { color: "rgba(23,32,51,0.45)", width: 1 } },
+      hovertemplate: "%{x}: density %{y:.3g}<extra></extra>" }];
+    const histMax = Math.max(...hg.y);
+    let curveMax = 0;
+    const d = f && !f.insufficient ? (f.distribution || {}) : {};
+    const comps = d.kind === "point" ? [] : P.components(d);
+    const shapes = [];
+    if (comps.length) {
+      const xs = P.linspace(lo, hi, 400);
+      const total = P.mixturePdf(comps, xs);
+      curveMax = Math.max(...total);
+      traces.push({ x: xs, y: total, mode: "lines", name: comps.length > 1 ? "fitted mixture" : "fitted normal",
+        line: { color: "#e8590c", width: 2.5 } });
+      if (comps.length > 1) {
+        const wsum = comps.reduce((a, c) => a + c.weight, 0) || 1;
+        comps.forEach((c, i) => traces.push({ x: xs, y: xs.map((x) => (c.weight / wsum) * P.normalPdf(x, c.mean, c.std)),
+          mode: "lines", name: "mode " + (i + 1) + " (" + Math.round(100 * c.weight / wsum) + " %)",
+          line: { color: P.colorFor(null, i + 1), width: 1.4, dash: "dash" } }));
+      }
+    } else if (f && !f.insufficient && P.finite(f.mean)) {
+      const v = d.components && d.components[0] && P.finite(d.components[0].mean) ? d.components[0].mean : f.mean;
+      shapes.push({ type: "line", x0: v, x1: v, yref: "paper", y0: 0, y1: 1, line: { color: "#e8590c", width: 3 } });
+    }
+    // A very narrow mode would flatten the bars: show it up to 3x the tallest bar, clipped above.
+    const top = Math.max(histMax, Math.min(curveMax, 3 * histMax)) * 1.08;
+    const xaxis = { ...axisFor(metric), range: [lo, hi] };
+    delete xaxis.rangemode;
+    P.plot("#chart-dist", traces, { xaxis, yaxis: { title: { text: "density" }, range: [0, top] }, shapes,
+      bargap: 0, margin: { l: 60, r: 16, t: 36, b: 48 } });
+  }
+
+  /* ---- battery chart ---- */
+  function drawBattery(metric, f) {
+    const members = f && f.members ? Object.entries(f.members) : [];
+    if (!members.length) { P.empty("#chart-battery", f && f.insufficient ? "The battery needs more history." : "No per-predictor errors reported."); return; }
+    members.sort((a, b) => (a[1].mae ?? Infinity) - (b[1].mae ?? Infinity));
+    const names = members.map((m) => m[0]);
+    const colors = names.map((n) => n === f.predictor ? "#3b5bdb" : "#b8c2d8");
+    const node = $("#chart-battery");
+    node.style.height = Math.max(300, 22 * names.length + 70) + "px";
+    const scale = metric === "cpu" ? 100 : 1;
+    P.plot(node, [{ type: "bar", orientation: "h", y: names, x: members.map((m) => m[1].mae * scale), marker: { color: colors },
+      customdata: members.map((m) => P.finite(m[1].mse) ? Math.sqrt(m[1].mse) * scale : null),
+      hovertemplate: "%{y}<br>MAE %{x:.3g}<br>RMSE %{customdata:.3g}<extra></extra>" }],
+    { yaxis: { autorange: "reversed", automargin: true }, xaxis: { title: { text: metric === "cpu" ? "mean absolute error (percentage points)" : "mean absolute error" } },
+      margin: { l: 120, r: 16, t: 8, b: 48 }, bargap: 0.25, showlegend: false });
+  }
+
+  /* ---- links table ---- */
+  async function renderLinks() {
+    const links = (resource.series || []).filter((s) => s.peer);
+    const body = $("#links-body");
+    if (!links.length) { body.replaceChildren(h("tr", { class: "empty" }, h("td", { colspan: 8 }, "No link measurements from this host."))); return; }
+    const results = await P.pool(links, 4, (s) => forecastFor(s.metric, s.peer, ""));
+    body.replaceChildren(...links.map((s, i) => {
+      const f = results[i].ok ? results[i].value : null;
+      const age = P.finite(s.latest_timestamp) ? P.now() - s.latest_timestamp : null;
+      const good = f && !f.insufficient;
+      return h("tr", {},
+        h("td", {}, h("a", { href: P.root + "/hosts/" + encodeURIComponent(s.peer) }, s.peer)),
+        h("td", {}, P.METRIC_LABEL[s.metric] || s.metric),
+        h("td", { class: "num" }, P.metricValue(s.metric, s.latest_value)),
+        h("td", {}, good ? h("span", {}, h("b", {}, P.metricValue(s.metric, f.mean)), " ", h("span", { class: "muted" }, P.interval(s.metric, P.ivOf(f))))
+          : h("span", { class: "muted" }, f ? "too little data" : "unavailable")),
+        h("td", {}, good ? (f.predictor || P.DASH) : P.DASH),
+        h("td", { class: "num" }, String(s.samples)),
+        h("td", { class: "num" }, P.age(age)),
+        h("td", {}, h("button", { type: "button", class: "btn btn-small", "aria-label": "Show " + seriesLabel(s.metric, s.peer) + " in the charts",
+          onclick: () => { $("#series").value = s.metric + "|" + s.peer; refresh(); window.scrollTo({ top: 0, behavior: "smooth" }); } }, "Show")));
+    }));
+  }
+
+  async function load() {
+    try { resource = await P.api("/resources/" + hostPath); } catch (e) { e.unknownHost = e.status === 404; throw e; }
+    fillSeriesSelect();
+    showProps();
+    const { metric, peer } = selected();
+    const series = (resource.series || []).find((s) => s.metric === metric && (s.peer || "") === peer);
+    const horizon = $("#horizon").value;
+    const settled = await Promise.allSettled([
+      forecastFor(metric, peer, ""),
+      horizon ? forecastFor(metric, peer, horizon) : Promise.resolve(null),
+      P.api("/resources/" + hostPath + "/history/" + metric + P.query({ peer, limit: $("#limit").value, confidence: $("#confidence").value })),
+    ]);
+    const failed = settled.find((r) => r.status === "rejected");
+    const [base, ahead, hist] = settled.map((r) => (r.status === "fulfilled" ? r.value : null));
+    const shown = ahead || base;
+    renderTiles(metric, series, shown);
+    if (hist) drawHistory(metric, hist, shown, horizon ? Number(horizon) : 0);
+    else P.empty("#chart-history", "History unavailable: " + failed.reason.message);
+    drawDistribution(metric, hist || { values: [] }, base);
+    drawBattery(metric, base);
+    await renderLinks();
+    if (failed) throw failed.reason;
+    P.liveStatus(true, "Updated " + new Date().toLocaleTimeString());
+  }
+
+  const refresh = P.every(15000, async () => {
+    try { await load(); } catch (e) {
+      if (e.unknownHost) { P.liveStatus(false, "Unknown host " + host); P.setText("#props", "No measurements have been posted for this host."); }
+      else if (e.status !== 401) P.liveStatus(false, "Update failed: " + e.message);
+    }
+  }, () => $("#live").checked);
+  $("#controls").addEventListener("submit", (e) => e.preventDefault());
+  for (const id of ["#series", "#horizon", "#confidence", "#limit"]) $(id).addEventListener("change", refresh);
+  $("#live").addEventListener("change", () => { if ($("#live").checked) refresh(); });
+  refresh(); // deferred scripts run in order, so plotly (in <head>) is already loaded
+})();

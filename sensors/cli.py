@@ -1,0 +1,50 @@
+"""`ppe sensor`: parse the configuration, run the daemon, stop cleanly on SIGTERM/SIGINT."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+
+from sensors.config import ConfigError, load_config
+from sensors.spool import SpoolLocked
+
+log = logging.getLogger("ppe.sensor")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point for `ppe sensor ...` and `python -m sensors ...`; returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cfg = load_config(argv)
+    except ConfigError as e:
+        print(f"ppe sensor: {e}", file=sys.stderr)
+        return 2
+    logging.basicConfig(
+        level=cfg.log_level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    for chatty in ("httpx", "httpcore"):  # one line per request drowns the sensor's own log
+        logging.getLogger(chatty).setLevel(max(logging.WARNING, logging.getLogger().level))
+    from sensors.daemon import SensorDaemon  # after logging is set up
+
+    try:
+        daemon = SensorDaemon(cfg)
+    except SpoolLocked as e:
+        log.error("%s", e)
+        return 1
+    except ConfigError as e:
+        print(f"ppe sensor: {e}", file=sys.stderr)
+        return 2
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: daemon.request_stop())
+    try:
+        return daemon.run()
+    except OSError as e:  # e.g. the probe port is taken
+        log.error("sensor cannot run: %s", e)
+        daemon.stop(flush_timeout=0.0)
+        return 1

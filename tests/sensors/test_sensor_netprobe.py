@@ -1,0 +1,163 @@
+from __future__ import annotations
+
+import random
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from sensors.config import Endpoint, Peer
+from sensors.netprobe import (
+    HELLO,
+    HostLock,
+    ProbeBusy,
+    Prober,
+    ProbeResult,
+    Responder,
+    probe,
+)
+
+
+@pytest.fixture
+def responder() -> Iterator[Responder]:
+    r = Responder("h2", Endpoint("127.0.0.1", 0), HostLock(), io_timeout=2.0)
+    r.start()
+    yield r
+    r.stop()
+
+
+def test_probe_measures_latency_and_bandwidth(responder: Responder) -> None:
+    result = probe(Endpoint("127.0.0.1", responder.port), size=64 * 1024, timeout=5.0)
+    assert result.peer == "h2"  # the responder announces its resource name
+    assert 0 < result.latency < 1.0
+    assert result.latency == pytest.approx(result.rtt / 2)
+    assert result.bandwidth > 1e6  # loopback moves far more than 1 MB/s even on a busy box
+    assert abs(result.timestamp - time.time()) < 60
+    assert responder.served == 1
+
+
+def test_bigger_transfer_is_accepted(responder: Responder) -> None:
+    result = probe(Endpoint("127.0.0.1", responder.port), size=1024 * 1024, timeout=5.0)
+    assert result.bandwidth > 1e6
+
+
+def test_responder_answers_busy_while_this_host_runs_an_experiment() -> None:
+    lock = HostLock()
+    r = Responder("h2", Endpoint("127.0.0.1", 0), lock, io_timeout=2.0, busy_wait=0.01)
+    r.start()
+    try:
+        assert lock.acquire(1.0)  # e.g. our own outgoing probe or the CPU probe
+        try:
+            with pytest.raises(ProbeBusy):
+                probe(Endpoint("127.0.0.1", r.port), timeout=2.0)
+        finally:
+            lock.release()
+        assert probe(Endpoint("127.0.0.1", r.port), timeout=2.0).peer == "h2"
+    finally:
+        r.stop()
+
+
+def _closed_by_peer(s: socket.socket) -> bool:
+    try:
+        return s.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_responder_refuses_oversized_transfers_and_survives(responder: Responder) -> None:
+    with socket.create_connection(("127.0.0.1", responder.port), timeout=2.0) as s:
+        assert s.recv(64).startswith(HELLO)
+        s.sendall(b"B" + struct.pack("!I", 2**31))
+        assert _closed_by_peer(s)
+    with socket.create_connection(("127.0.0.1", responder.port), timeout=2.0) as s:
+        assert s.recv(64).startswith(HELLO)
+        s.sendall(b"Xjunk")
+        assert _closed_by_peer(s)
+    assert probe(Endpoint("127.0.0.1", responder.port), timeout=2.0).peer == "h2"
+
+
+def test_prober_never_overlaps_experiments_and_spreads_them() -> None:
+    """Three peers, short period: every experiment holds the host lock; none overlap."""
+    responders = [Responder(f"p{i}", Endpoint("127.0.0.1", 0), HostLock()) for i in range(3)]
+    for r in responders:
+        r.start()
+    lock = HostLock()
+    stop = threading.Event()
+    results: list[tuple[Peer, ProbeResult, float]] = []
+
+    def on_result(peer: Peer, result: ProbeResult) -> None:
+        results.append((peer, result, time.monotonic()))
+        if len(results) >= 9:
+            stop.set()
+
+    peers = tuple(Peer(Endpoint("127.0.0.1", r.port)) for r in responders)
+    prober = Prober(peers, lock, period=0.3, on_result=on_result, stop=stop, rng=random.Random(1))
+    t = threading.Thread(target=prober.run)
+    t.start()
+    t.join(timeout=30)
+    stop.set()
+    for r in responders:
+        r.stop()
+    assert not t.is_alive()
+    assert len(results) >= 9
+    assert {res.peer for _, res, _ in results} == {"p0", "p1", "p2"}
+    # Each round probes every peer exactly once.
+    for k in range(3):
+        assert sorted(res.peer for _, res, _ in results[3 * k : 3 * k + 3]) == ["p0", "p1", "p2"]
+    # Experiments are sequential: start times strictly increase, never two at once.
+    starts = [res.timestamp for _, res, _ in results]
+    assert starts == sorted(starts) and len(set(starts)) == len(starts)
+
+
+def test_two_sensors_probing_each_other_both_get_results() -> None:
+    """Like the deployment: each side has a responder and a prober sharing one host lock.
+
+    A collision (both probing at once) makes both responders answer BUSY; the random retry
+    inside the slot must resolve it.
+    """
+    stop = threading.Event()
+    got: dict[str, list[ProbeResult]] = {"a": [], "b": []}
+    sides = {}
+    for name in ("a", "b"):
+        lock = HostLock()
+        r = Responder(name, Endpoint("127.0.0.1", 0), lock, io_timeout=2.0)
+        r.start()
+        sides[name] = (lock, r)
+    threads = []
+    for me, other in (("a", "b"), ("b", "a")):
+        lock, _ = sides[me]
+        peer = Peer(Endpoint("127.0.0.1", sides[other][1].port))
+        prober = Prober(
+            (peer,),
+            lock,
+            period=0.2,
+            stop=stop,
+            on_result=lambda p, res, me=me: got[me].append(res),
+        )
+        threads.append(threading.Thread(target=prober.run))
+    for t in threads:
+        t.start()
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and min(len(v) for v in got.values()) < 5:
+        time.sleep(0.05)
+    stop.set()
+    for t in threads:
+        t.join(timeout=10)
+    for _, r in sides.values():
+        r.stop()
+    assert all(len(v) >= 5 for v in got.values()), {k: len(v) for k, v in got.items()}
+    assert {res.peer for res in got["a"]} == {"b"}
+    assert {res.peer for res in got["b"]} == {"a"}
+
+
+def test_unreachable_peer_gives_no_result_and_no_exception(port_factory) -> None:
+    stop = threading.Event()
+    dead = Peer(Endpoint("127.0.0.1", port_factory()))
+    prober = Prober(
+        (dead,), HostLock(), period=1.0, on_result=lambda p, r: None, stop=stop, timeout=1.0
+    )
+    assert prober.experiment(dead, deadline=time.monotonic() + 1.0) is None
+    assert dead in prober.down

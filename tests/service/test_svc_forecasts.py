@@ -1,0 +1,84 @@
+"""Forecasts over HTTP: contract fields, too-little-data errors, causality of `at`."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ppe.replay.traces import read_trace
+
+
+def post_series(env, resource, ts, values, metric="cpu", peer=None) -> None:  # type: ignore[no-untyped-def]
+    items = [
+        {"resource": resource, "metric": metric, "timestamp": float(t), "value": float(v),
+         **({"peer": peer} if peer else {})}
+        for t, v in zip(ts, values, strict=True)
+    ]
+    r = env.client.post("/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor"))
+    assert r.status_code == 200, r.text
+
+
+@pytest.fixture
+def trace(traces_dir):  # type: ignore[no-untyped-def]
+    return read_trace(traces_dir / "1.csv.gz")
+
+
+def test_forecast_contract_fields(env, trace) -> None:  # type: ignore[no-untyped-def]
+    ts, av = trace.timestamps[:600], trace.availability[:600]
+    post_series(env, "h1", ts, av)
+    r = env.client.get("/api/v1/forecasts/h1/cpu?confidence=0.9", headers=env.h("app"))
+    assert r.status_code == 200, r.text
+    body = r.json()
+    for key in ("mean", "std", "interval", "distribution", "predictor", "mse", "mae", "samples",
+                "age_s", "multimode", "forecast"):
+        assert key in body, key
+    assert body["samples"] == 600
+    assert body["distribution"]["kind"] in ("point", "normal", "mixture")
+    lo, hi = body["interval"]
+    assert 0.0 <= lo <= body["mean"] <= hi <= 1.0
+    assert body["confidence"] == 0.9
+    # A longer horizon averages more: its spread is no wider than one sample's.
+    long = env.client.get("/api/v1/forecasts/h1/cpu?horizon=14400", headers=env.h("app")).json()
+    assert long["std"] <= body["std"] + 1e-9
+
+
+def test_forecast_as_of_a_past_time_ignores_later_data(env, trace) -> None:  # type: ignore[no-untyped-def]
+    ts, av = trace.timestamps[:400], trace.availability[:400]
+    post_series(env, "h1", ts[:300], av[:300])
+    at = float(ts[300])
+    before = env.client.get(f"/api/v1/forecasts/h1/cpu?at={at}", headers=env.h("app")).json()
+    post_series(env, "h1", ts[300:], 1.0 - av[300:])  # very different future
+    after = env.client.get(f"/api/v1/forecasts/h1/cpu?at={at}", headers=env.h("app")).json()
+    assert before == after
+    now = env.client.get("/api/v1/forecasts/h1/cpu", headers=env.h("app")).json()
+    assert now["samples"] == 400
+
+
+def test_too_little_data_and_unknown_series(env) -> None:  # type: ignore[no-untyped-def]
+    post_series(env, "h1", [1e9, 1e9 + 10], [0.5, 0.6])
+    r = env.client.get("/api/v1/forecasts/h1/cpu", headers=env.h("app"))
+    assert r.status_code == 409
+    assert r.json()["detail"]["samples"] == 2
+    assert env.client.get("/api/v1/forecasts/nope/cpu", headers=env.h("app")).status_code == 404
+    assert env.client.get("/api/v1/forecasts/h1/bandwidth", headers=env.h("app")).status_code == 422
+    assert env.client.get("/api/v1/forecasts/h1/bandwidth?peer=h2",
+                          headers=env.h("app")).status_code == 404
+
+
+def test_forecast_follows_new_measurements(env) -> None:  # type: ignore[no-untyped-def]
+    t0 = 1.7e9
+    post_series(env, "h1", t0 + 10 * np.arange(50), np.full(50, 0.8))
+    first = env.client.get("/api/v1/forecasts/h1/cpu", headers=env.h("app")).json()
+    post_series(env, "h1", t0 + 10 * np.arange(50, 100), np.full(50, 0.2))
+    second = env.client.get("/api/v1/forecasts/h1/cpu", headers=env.h("app")).json()
+    assert first["forecast"] == pytest.approx(0.8, abs=0.01)
+    assert second["forecast"] == pytest.approx(0.2, abs=0.05)
+    assert second["samples"] == 100
+
+
+def test_history_has_causal_band(env, trace) -> None:  # type: ignore[no-untyped-def]
+    post_series(env, "h1", trace.timestamps[:300], trace.availability[:300])
+    body = env.client.get("/api/v1/resources/h1/history/cpu?limit=200", headers=env.h("operator")).json()
+    assert len(body["timestamps"]) == len(body["forecasts"]) == 200
+    assert body["forecasts"][0] is None  # nothing seen before the first sample
+    assert set(body["members"]) and all(v["mae"] >= 0 for v in body["members"].values())
