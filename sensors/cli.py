@@ -19,6 +19,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         cfg = load_config(argv)
+    except SystemExit as e:  # argparse: --help, or a flag it does not know
+        return e.code if isinstance(e.code, int) else 2
     except ConfigError as e:
         print(f"ppe sensor: {e}", file=sys.stderr)
         return 2

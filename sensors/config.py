@@ -245,6 +245,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--config",
         type=Path,
         default=None,
+        metavar="FILE",
         help=f"TOML configuration file (or ${ENV_PREFIX}CONFIG)",
     )
     for s in SETTINGS:

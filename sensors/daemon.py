@@ -7,7 +7,9 @@ share one stop event; stopping joins the measuring threads, then flushes the spo
 
 from __future__ import annotations
 
+import dataclasses
 import logging
+import math
 import os
 import sqlite3
 import threading
@@ -57,6 +59,7 @@ class SensorDaemon:
         )
         self.taken = 0
         self._warned_self_probe: set[Peer] = set()
+        self._last_stamp: dict[tuple[str, str | None], float] = {}
         self._measurers: list[threading.Thread] = []
         self._uploader_thread: threading.Thread | None = None
 
@@ -140,6 +143,7 @@ class SensorDaemon:
     # -- measurements ----------------------------------------------------------------------
 
     def emit(self, measurements: Sequence[Measurement]) -> None:
+        measurements = [self._monotonic(m) for m in measurements]
         try:
             self.spool.append(measurements)
         except InvalidMeasurement as e:
@@ -150,6 +154,16 @@ class SensorDaemon:
             return
         self.taken += len(measurements)
         self.uploader.notify()
+
+    def _monotonic(self, m: Measurement) -> Measurement:
+        """Keep each series' timestamps increasing even if the wall clock steps back: the
+        service keys measurements on their timestamp, so a repeat would be taken as a copy."""
+        key = (m.metric, m.peer)
+        last = self._last_stamp.get(key)
+        if last is not None and m.timestamp <= last:
+            m = dataclasses.replace(m, timestamp=math.nextafter(last, math.inf))
+        self._last_stamp[key] = m.timestamp
+        return m
 
     def _cpu_loop(self) -> None:
         cfg = self.cfg

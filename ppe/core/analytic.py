@@ -66,8 +66,8 @@ HARD_MAX_CV = 0.3
 #: Largest skewness of a product the auto engine accepts as "normal enough".
 MAX_SKEW = 0.6
 #: Grid sizes (coarse search, fine Simpson grid) for the exact max of independent normals.
-MAX_COARSE = 97
-MAX_GRID = 257
+MAX_COARSE = 49
+MAX_GRID = 129
 #: Half-width of the integration range, in standard deviations.
 MAX_SPAN_SIGMAS = 8.5
 #: Below this |skewness| a lane's marginal is taken as normal in the max.

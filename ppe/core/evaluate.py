@@ -116,30 +116,48 @@ class InputBanks:
     def _bank(self, values: list[Any], floors: FloatArray, what: str) -> Value:
         if self.mode == "mc":
             assert self.space is not None
-            rows = [
-                v._draw(self.space) if v is not None else np.ones(self.space.n) for v in values
-            ]
-            return Smp(np.maximum(np.stack(rows), floors[:, None]), self.space)
+            out = np.empty((len(values), self.space.n))
+            for k, v in enumerate(values):
+                if v is None:
+                    out[k] = 1.0
+                else:
+                    v._draw_into(self.space, out[k])
+            np.maximum(out, floors[:, None], out=out)
+            return Smp(out, self.space)
         return self._lin_bank(values, floors, what)
 
+    def _host_of(self, k: int, what: str) -> str:
+        return self.names[k // 2 if what == "BWAvail" else k]
+
     def _lin_bank(self, values: list[Any], floors: FloatArray, what: str) -> Lin:
-        parts: list[Lin] = []
+        """Canonical forms of the inputs; points are floored like samples are."""
+        mus = np.ones(len(values))
+        rows: list[int] = []
+        src: list[int] = []
+        coefs: list[float] = []
         for k, v in enumerate(values):
             if v is None:
-                parts.append(an.lin_const(np.ones(1)))
                 continue
             if not v.analytic:
-                raise HandOver(f"{what} of host {self.names[k // 2 if what == 'BWAvail' else k]!r}"
-                               f" is a {v.kind}")
-            lane = lanes.to_lin(v._lane())
-            sd = float(lane.std()[0])
-            mu = float(lane.mu[0])
+                raise HandOver(f"{what} of host {self._host_of(k, what)!r} is a {v.kind}")
+            mu, sd = float(v.mean()), float(v.std())
             if sd == 0:
-                lane = an.lin_const(np.array([max(mu, floors[k])]))
-            elif self.strict and mu - FLOOR_SIGMAS * sd < floors[k]:
-                raise HandOver(f"{what} N({mu:.3g}, {sd:.3g}) has mass near its floor")
-            parts.append(lane)
-        return an.concat(parts)
+                mus[k] = max(mu, floors[k])
+                continue
+            if self.strict and mu - FLOOR_SIGMAS * sd < floors[k]:
+                raise HandOver(
+                    f"{what} of host {self._host_of(k, what)!r} N({mu:.3g}, {sd:.3g}) "
+                    "has mass near its floor"
+                )
+            mus[k] = mu
+            rows.extend([k] * len(v._ids))
+            src.extend(int(i) for i in v._ids)
+            coefs.extend(float(c) for c in v._coefs)
+        ids = np.unique(np.array(src, dtype=np.int64))
+        A = np.zeros((len(values), ids.size))
+        if src:
+            np.add.at(A, (np.array(rows), np.searchsorted(ids, np.array(src))), np.array(coefs))
+        return Lin(mus, ids, A, np.zeros(ids.size))
 
 
 # --------------------------------------------------------------------- evaluator

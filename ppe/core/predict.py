@@ -35,7 +35,7 @@ from .errors import ParameterError
 from .evaluate import InputBanks, Evaluator, bind_params, check_requires
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Space
-from .stochastic import ENGINES, Stochastic, as_stochastic, from_lane
+from .stochastic import ENGINES, Stochastic, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
@@ -254,10 +254,6 @@ def _with_engine(
     return result, banks, note
 
 
-def _public(v: lanes.Value, lane: int) -> Stochastic:
-    return from_lane(lanes.take_lanes(v, np.array([lane])))
-
-
 def predict(
     model: str | CompiledModel,
     params: Mapping[str, Any],
@@ -285,8 +281,8 @@ def predict(
     )
     per_host_v, total_v = result[0]
     assert total_v is not None
-    per_host = [_public(per_host_v, k) for k in range(banks.P)]
-    makespan = _public(total_v, 0)
+    per_host = from_lanes(per_host_v)
+    makespan = from_lanes(total_v)[0]
     if banks.space is not None:
         banks.space.release()
         return Prediction(makespan, per_host, "mc", banks.space.n, banks.space.seed, banks.names, note)
@@ -330,13 +326,12 @@ def linear_host_models(
     ctx = lanes.LaneCtx(strict=False, space=banks.space)
     slope = lanes.binary("/", lanes.binary("-", t1, t0, ctx), np.full(P, _PROBE_ROWS), ctx)
     out = []
-    for k in range(P):
-        a, b = _public(slope, k), _public(t0, k)
+    for a, b, far, name in zip(from_lanes(slope), from_lanes(t0), from_lanes(t2), banks.names, strict=True):
         expected = b.mean() + 2 * _PROBE_ROWS * a.mean()
-        got = _public(t2, k).mean()
+        got = far.mean()
         if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-12 * max(abs(got), 1.0)):
             raise ParameterError(
-                f"HostTime of host {banks.names[k]!r} is not linear in its rows "
+                f"HostTime of host {name!r} is not linear in its rows "
                 f"({got:g} != {expected:g}); the scheduler needs time = a*rows + b",
                 name="HostTime",
             )

@@ -146,6 +146,10 @@ class Stochastic(ABC):
     def _draw(self, space: Space) -> FloatArray:
         """This value's draws in a sample space (consistent with other uses)."""
 
+    def _draw_into(self, space: Space, out: FloatArray) -> None:
+        """Write this value's draws in ``space`` into ``out`` (avoids temporaries)."""
+        out[:] = self._draw(space)
+
     def var(self) -> float:
         return self.std() ** 2
 
@@ -289,12 +293,12 @@ class Normal(Stochastic):
 
     @classmethod
     def _from_form(cls, mu: float, ids: npt.NDArray[np.int64], coefs: FloatArray) -> Normal:
-        keep = coefs != 0
+        """A derived normal depending on the given sources (non-zero coefficients)."""
         out = cls.__new__(cls)
         Stochastic.__init__(out)
         out.mu = float(mu)
-        out._ids = ids[keep].copy()
-        out._coefs = coefs[keep].copy()
+        out._ids = np.array(ids, dtype=np.int64)
+        out._coefs = np.array(coefs, dtype=np.float64)
         out.sigma = float(np.sqrt(np.dot(out._coefs, out._coefs)))
         return out
 
@@ -334,8 +338,21 @@ class Normal(Stochastic):
             return self.mu + self._coefs[0] * space.z(int(self._ids[0]))
         return self.mu + self._coefs @ space.z_block(self._ids)
 
+    def _draw_into(self, space: Space, out: FloatArray) -> None:
+        if self._ids.size == 1:
+            np.multiply(space.z(int(self._ids[0])), self._coefs[0], out=out)
+            out += self.mu
+        else:
+            out[:] = self._draw(space)
+
     def _lane(self) -> Value:
-        return Lin(np.array([self.mu]), self._ids, self._coefs[None, :].copy(), np.zeros(self._ids.size))
+        # One Lin per value, so its cached reciprocal (and the remainder source
+        # it creates) is shared by every quotient by this value.
+        lin = self.__dict__.get("_lin")
+        if lin is None:
+            lin = Lin(np.array([self.mu]), self._ids, self._coefs[None, :].copy(), np.zeros(self._ids.size))
+            self._lin = lin
+        return lin
 
 
 # ---------------------------------------------------------------------- Mixture
@@ -565,14 +582,27 @@ def _component(c: Any) -> tuple[float, float, float]:
 
 def from_lane(v: Value, space: Space | None = None) -> Stochastic:
     """Lane 0 of a lane value as a public value."""
+    return from_lanes(v, 1)[0]
+
+
+def from_lanes(v: Value, limit: int | None = None) -> list[Stochastic]:
+    """Every lane (or the first ``limit``) of a lane value as public values:
+    points, normals (dependence on inputs kept) or samples (aligned)."""
+    count = lanes.nlanes(v) if limit is None else limit
     if isinstance(v, Smp):
-        return Samples(np.array(v.x[0]), seed=v.space.seed, space=v.space)
+        return [Samples(np.array(v.x[k]), seed=v.space.seed, space=v.space) for k in range(count)]
     if isinstance(v, Lin):
-        coefs = v.A[0]
-        if not np.any(coefs):
-            return Point(float(v.mu[0]))
-        return Normal._from_form(float(v.mu[0]), v.ids, coefs)
-    return Point(float(np.asarray(v)[0]))
+        out: list[Stochastic] = []
+        for k in range(count):
+            row = v.A[k]
+            nz = np.flatnonzero(row)
+            if nz.size == 0:
+                out.append(Point(float(v.mu[k])))
+            else:
+                out.append(Normal._from_form(float(v.mu[k]), v.ids[nz], row[nz]))
+        return out
+    arr = np.asarray(v, dtype=np.float64)
+    return [Point(float(arr[k])) for k in range(count)]
 
 
 def to_samples_lane(x: Stochastic, space: Space) -> Smp:

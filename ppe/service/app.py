@@ -11,11 +11,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ppe import __version__
-from ppe.service.api import forecasts, health, measurements, resources, tokens
+from ppe.service.api import (
+    forecasts,
+    health,
+    measurements,
+    models,
+    predictions,
+    resources,
+    schedules,
+    tokens,
+)
 from ppe.service.auth import TokenCache
 from ppe.service.config import Settings
-from ppe.service.forecasts import ForecastCache
 from ppe.service.dashboard import routes as dashboard
+from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics, MetricsMiddleware
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
 
@@ -68,7 +77,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_handler)
 
     api = APIRouter(prefix=API_PREFIX)
-    for module in (measurements, resources, forecasts, tokens):
+    for module in (measurements, resources, forecasts, models, predictions, schedules, tokens):
         api.include_router(module.router)
     app.include_router(health.router)
     app.include_router(api)

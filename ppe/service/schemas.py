@@ -76,3 +76,62 @@ class TokenCreate(BaseModel):
 class TokenCreated(BaseModel):
     token: str
     role: Role
+
+
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]
+NonNegative = Annotated[float, Field(ge=0, allow_inf_nan=False)]
+Confidence = Annotated[float, Field(gt=0, lt=1)]
+
+
+class HostIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Name
+    benchmark: Positive | None = Field(None, description="dedicated s per element update")
+    min_rows: Annotated[int, Field(ge=0)] = 0
+    max_rows: Annotated[int, Field(ge=0)] | None = None
+
+
+class ScheduleRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    app: str = Field("sor", description="sor, jacobi2d or a registered model's name")
+    n: Annotated[int, Field(ge=1, le=10_000_000)]
+    iterations: Annotated[int, Field(ge=1, le=100_000_000)] = 100
+    hosts: Annotated[list[Name | HostIn], Field(min_length=1, max_length=1024)]
+    strategy: str = "mean"
+    k: Annotated[float, Field(ge=0, le=100)] = 2.0
+    quantile: Confidence = 0.95
+    bandwidth: Positive = Field(1.25e7, description="bytes/s for links with no measurements")
+    latency: NonNegative = Field(5e-4, description="s per message for links with no measurements")
+    confidence: Confidence = 0.95
+    at: Annotated[float, Field(ge=0)] | None = None
+    select: bool = Field(False, description="choose the subset and chain order (AppLeS)")
+    params: dict[str, float] = Field(default_factory=dict, description="extra model parameters")
+
+
+class AllocationIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    host: Name
+    rows: Annotated[int, Field(ge=0)]
+    benchmark: Positive | None = None
+
+
+class PredictionRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    model: str = Field("sor", description="a built-in or registered model name")
+    grammar: str | None = Field(None, description="inline model text instead of a name")
+    params: dict[str, float] = Field(default_factory=dict)
+    allocation: Annotated[list[AllocationIn], Field(min_length=1, max_length=1024)]
+    bandwidth: Positive = 1.25e7
+    latency: NonNegative = 5e-4
+    confidence: Confidence = 0.95
+    at: Annotated[float, Field(ge=0)] | None = None
+    engine: Literal["auto", "analytic", "mc"] = "auto"
+    samples: Annotated[int, Field(ge=100, le=200_000)] = 20_000
+    seed: int = 0
+
+
+class ModelIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    name: Annotated[str, Field(min_length=1, max_length=128, pattern=r"^[A-Za-z][A-Za-z0-9_\-]*$")]
+    text: Annotated[str, Field(min_length=1, max_length=100_000)]
+    description: str = ""

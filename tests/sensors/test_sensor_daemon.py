@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from pathlib import Path
 
@@ -101,3 +102,33 @@ def test_rejected_batches_go_to_the_dead_letter_file(tmp_path: Path, fake_servic
     assert dead[0]["status"] == 403
     assert all(m["metric"] == "cpu" for line in dead for m in line["measurements"])
     assert d.uploader.stats.rejected_batches >= 1
+
+
+def test_timestamps_stay_increasing_when_the_clock_steps_back(tmp_path: Path, fake_service) -> None:
+    from sensors.measurement import Measurement
+
+    d = SensorDaemon(config(tmp_path, "h1", "--no-cpu"), transport=fake_service.transport())
+    try:
+        d.emit([Measurement("h1", "cpu", 100.0, 0.5)])
+        d.emit([Measurement("h1", "cpu", 99.0, 0.6)])  # NTP stepped the clock back
+        d.emit([Measurement("h1", "latency", 99.0, 0.001, peer="h2")])  # another series: as is
+        stamps = [e.measurement.timestamp for e in d.spool.peek(10)]
+    finally:
+        d.stop(flush_timeout=0)
+    assert stamps[0] == 100.0 and stamps[1] > 100.0 and stamps[2] == 99.0
+
+
+def test_cli_exit_codes(tmp_path: Path) -> None:
+    from sensors.cli import main
+
+    assert main(["--help"]) == 0
+    assert main(["--server", "ppe:8000", "--token", "t"]) == 2  # not a URL
+    assert main(["--bogus-flag"]) == 2
+    held = SensorDaemon(config(tmp_path, "h1", "--no-cpu"))
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    try:  # a second sensor on the same spool refuses to start
+        assert main(["--server", "http://p", "--token", "t", "--spool", str(tmp_path / "h1")]) == 1
+    finally:
+        held.stop(flush_timeout=0)
+        root.handlers[:], root.level = handlers, level  # main() configured logging

@@ -18,6 +18,7 @@ import sys
 import time
 from collections import Counter
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -150,8 +151,11 @@ class Sensor:
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[tuple[Server, Sensor, Sensor, str]]:
     server = Server(tmp_path)
-    sensor_token, operator_token = server.token("sensor"), server.token("operator")
-    server.start()
+    sensor_token = server.token("sensor")  # creates the schema
+    with ThreadPoolExecutor(1) as pool:  # the second token while the server starts
+        operator = pool.submit(server.token, "operator")
+        server.start()
+        operator_token = operator.result(timeout=120)
     pa, pb = _free_port(), _free_port()
     a = Sensor(tmp_path, "h1", server, sensor_token, pa, pb)
     b = Sensor(tmp_path, "h2", server, sensor_token, pb, pa)

@@ -1,0 +1,64 @@
+"""Interval predictions of a given allocation under a structural model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, Request
+from sqlalchemy.orm import Session
+
+from ppe.pipeline import PlanOptions, predict_allocation
+from ppe.service import models_registry, planning
+from ppe.service.auth import APP_USE, require
+from ppe.service.deps import get_metrics, get_session
+from ppe.service.errors import domain_errors
+from ppe.service.metrics import Metrics
+from ppe.service.schemas import HostIn, PredictionRequest
+from ppe.service.store.models import ServedLog
+
+router = APIRouter(tags=["predictions"])
+
+
+@router.post("/predictions")
+def post_prediction(
+    request: Request,
+    body: PredictionRequest,
+    session: Session = Depends(get_session),
+    metrics: Metrics = Depends(get_metrics),
+    _role: str = Depends(require(*APP_USE)),
+) -> dict[str, Any]:
+    rows = {a.host: a.rows for a in body.allocation}
+    with domain_errors():
+        specs = planning.host_specs(
+            [HostIn(name=a.host, benchmark=a.benchmark) for a in body.allocation]
+        )
+        names = [s.name for s in specs]
+        model = models_registry.resolve(session, body.model, body.grammar)
+        idx = planning.index_series(session, names)
+        n = int(body.params.get("n", sum(rows.values())))
+        metas = planning.host_meta(specs, idx, n)
+        forecasts_for = planning.make_forecasts_for(
+            request.app.state.forecasts, idx, names, confidence=body.confidence, at=body.at,
+            default_bandwidth=body.bandwidth, default_latency=body.latency,
+        )
+        options = PlanOptions(confidence=body.confidence, engine=body.engine,
+                              predict_samples=body.samples, seed=body.seed)
+        result = predict_allocation(model, body.params, metas, forecasts_for, rows, options)
+    c = body.confidence
+    pred = result.prediction
+    response: dict[str, Any] = {
+        "makespan": result.makespan.to_dict(c),
+        "hosts": [{"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+                  for h in result.hosts],
+        "inputs": planning.inputs_report(result.inputs, c),
+        "engine": getattr(pred, "engine", None),
+        "samples": getattr(pred, "samples", None),
+        "seed": getattr(pred, "seed", None),
+        "horizon_s": result.horizon_s,
+        "rounds": result.rounds,
+    }
+    log = ServedLog(kind="prediction", request=body.model_dump(mode="json"), response=response)
+    session.add(log)
+    session.flush()
+    metrics.predictions.inc()
+    return {"id": log.id, **response}

@@ -1,0 +1,98 @@
+"""Schedules: strips per host under a strategy, with predicted times as stochastic values."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import scheduler
+from ppe.pipeline import PlanOptions, plan
+from ppe.service import models_registry, planning
+from ppe.service.auth import APP_USE, READ, require
+from ppe.service.deps import get_metrics, get_session
+from ppe.service.errors import domain_errors
+from ppe.service.metrics import Metrics
+from ppe.service.schemas import ScheduleRequest
+from ppe.service.store.models import ServedLog
+
+router = APIRouter(tags=["schedules"])
+
+
+@router.post("/schedules")
+def post_schedule(
+    request: Request,
+    body: ScheduleRequest,
+    session: Session = Depends(get_session),
+    metrics: Metrics = Depends(get_metrics),
+    _role: str = Depends(require(*APP_USE)),
+) -> dict[str, Any]:
+    if body.strategy not in scheduler.STRATEGIES:
+        raise HTTPException(422, [{"field": "strategy", "reason": (
+            f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}")}])
+    with domain_errors():
+        specs = planning.host_specs(body.hosts)
+        model = models_registry.resolve(session, body.app)
+        names = [s.name for s in specs]
+        idx = planning.index_series(session, names)
+        metas = planning.host_meta(specs, idx, body.n)
+        forecasts_for = planning.make_forecasts_for(
+            request.app.state.forecasts, idx, names, confidence=body.confidence, at=body.at,
+            default_bandwidth=body.bandwidth, default_latency=body.latency,
+        )
+        params = {**body.params, "n": body.n, "I": body.iterations}
+        options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile)
+        if body.select:
+            metas = planning.select_chain(
+                model, params, metas, forecasts_for, body.strategy, options
+            )
+        result = plan(model, params, metas, forecasts_for, body.strategy, options)
+    c = body.confidence
+    response: dict[str, Any] = {
+        "app": body.app,
+        "strategy": body.strategy,
+        "allocation": [
+            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+            for h in result.hosts
+        ],
+        "makespan": result.makespan.to_dict(c),
+        "horizon_s": result.horizon_s,
+        "rounds": result.rounds,
+        "engine": getattr(result.prediction, "engine", None),
+        "inputs": planning.inputs_report(result.inputs, c),
+    }
+    log = ServedLog(kind="schedule", request=body.model_dump(mode="json"), response=response)
+    session.add(log)
+    session.flush()
+    response = {"id": log.id, **response}
+    log.response = response
+    metrics.schedules.labels(body.strategy).inc()
+    return response
+
+
+@router.get("/schedules")
+def list_schedules(
+    limit: int = Query(50, ge=1, le=1000),
+    session: Session = Depends(get_session),
+    _role: str = Depends(require(*READ)),
+) -> list[dict[str, Any]]:
+    rows = session.execute(
+        select(ServedLog).where(ServedLog.kind == "schedule")
+        .order_by(ServedLog.id.desc()).limit(limit)
+    ).scalars()
+    return [{"id": r.id, "created_at": r.created_at, "request": r.request,
+             "response": r.response} for r in rows]
+
+
+@router.get("/schedules/{schedule_id}")
+def get_schedule(
+    schedule_id: int,
+    session: Session = Depends(get_session),
+    _role: str = Depends(require(*READ)),
+) -> dict[str, Any]:
+    r = session.get(ServedLog, schedule_id)
+    if r is None or r.kind != "schedule":
+        raise HTTPException(404, f"no schedule {schedule_id}")
+    return {"id": r.id, "created_at": r.created_at, "request": r.request, "response": r.response}

@@ -1,0 +1,233 @@
+"""Service side of the pipeline: hosts and forecasts read from the store for `ppe.pipeline`.
+
+`ppe.pipeline` is pure and takes a `forecasts_for(horizon)` callable; this module builds that
+callable from the forecast cache (or, with `at`, from data strictly before that time), so the
+service and the replay run the very same planning code.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session
+
+import scheduler
+from ppe import core
+from ppe.core.stochastic import Point, Stochastic, from_components
+from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
+from ppe.service.forecasts import ForecastCache
+from ppe.service.store.models import Resource, Series
+
+DEFAULT_ELEMENT_SIZE = 8
+
+
+class PlanningError(ValueError):
+    """A request names something the store cannot back (unknown host, missing benchmark)."""
+
+    def __init__(self, status: int, message: str, field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.field = field
+
+
+@dataclass(frozen=True)
+class HostSpec:
+    """A host as a request gives it; missing figures come from the host's registered properties."""
+
+    name: str
+    benchmark: float | None = None
+    min_rows: int = 0
+    max_rows: int | None = None
+
+
+@dataclass
+class SeriesIndex:
+    """Series ids for a set of hosts: their cpu series and every measured link among them."""
+
+    cpu: dict[str, int]
+    bandwidth: dict[tuple[str, str], int]
+    latency: dict[tuple[str, str], int]
+    properties: dict[str, dict[str, Any]]
+
+
+def host_specs(hosts: Sequence[Any]) -> list[HostSpec]:
+    """Hosts as names or objects with name/benchmark/min_rows/max_rows; no repeats."""
+    specs = [
+        HostSpec(h) if isinstance(h, str)
+        else HostSpec(h.name, h.benchmark, getattr(h, "min_rows", 0), getattr(h, "max_rows", None))
+        for h in hosts
+    ]
+    names = [s.name for s in specs]
+    if len(set(names)) != len(names):
+        raise PlanningError(422, "a host is listed twice", "hosts")
+    return specs
+
+
+def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
+    rows = session.execute(
+        select(Resource.name, Resource.properties, Series.id, Series.metric, Series.peer)
+        .join(Series, Series.resource_id == Resource.id, isouter=True)
+        .where(Resource.name.in_(list(names)))
+    ).all()
+    wanted = set(names)
+    idx = SeriesIndex({}, {}, {}, {})
+    for name, props, sid, metric, peer in rows:
+        idx.properties[name] = props or {}
+        if sid is None:
+            continue
+        if metric == "cpu":
+            idx.cpu[name] = sid
+        elif peer in wanted:
+            (idx.bandwidth if metric == "bandwidth" else idx.latency)[(name, peer)] = sid
+    unknown = [n for n in names if n not in idx.properties]
+    if unknown:
+        raise PlanningError(404, f"unknown host(s): {', '.join(unknown)}", "hosts")
+    no_cpu = [n for n in names if n not in idx.cpu]
+    if no_cpu:
+        raise PlanningError(409, f"no cpu measurements yet for: {', '.join(no_cpu)}", "hosts")
+    return idx
+
+
+def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostMeta]:
+    """Benchmarks from the request or the registry; memory bounds a strip (no spilling)."""
+    out = []
+    for s in specs:
+        props = idx.properties.get(s.name, {})
+        bench = s.benchmark if s.benchmark is not None else props.get("benchmark")
+        if bench is None:
+            raise PlanningError(
+                422,
+                f"host {s.name!r} has no benchmark: give it in the request or register it "
+                f"with PUT /api/v1/resources/{s.name}",
+                "hosts",
+            )
+        max_rows = s.max_rows
+        memory = props.get("memory_bytes")
+        if memory:
+            size = int(props.get("element_size", DEFAULT_ELEMENT_SIZE))
+            fit = int(memory // (n * size))
+            max_rows = fit if max_rows is None else min(max_rows, fit)
+        out.append(HostMeta(s.name, float(bench), s.min_rows, max_rows))
+    return out
+
+
+def to_stochastic(fc: Any) -> Stochastic:
+    d = fc.distribution
+    return from_components(d.kind, d.components)
+
+
+def quality(fc: Any) -> dict[str, Any]:
+    return {
+        "predictor": fc.predictor,
+        "mse": fc.mse,
+        "mae": fc.mae,
+        "samples": fc.n,
+        "age_s": fc.age_s,
+        "multimode": fc.multimode,
+        "horizon_s": fc.horizon_s,
+    }
+
+
+def make_forecasts_for(
+    cache: ForecastCache,
+    idx: SeriesIndex,
+    names: Sequence[str],
+    *,
+    confidence: float,
+    at: float | None,
+    default_bandwidth: float,
+    default_latency: float,
+) -> Any:
+    """The `forecasts_for(horizon)` callable `ppe.pipeline.plan` iterates on."""
+
+    def link(sid: int, metric: str, horizon: float | None) -> Any:
+        return cache.forecast(sid, metric, horizon_s=horizon, confidence=confidence, at=at)
+
+    def forecasts_for(horizon: float | None) -> Mapping[str, HostForecasts]:
+        out: dict[str, HostForecasts] = {}
+        for name in names:
+            cpu = cache.forecast(
+                idx.cpu[name], "cpu", horizon_s=horizon, confidence=confidence, at=at
+            )
+            bw: dict[str, Stochastic] = {}
+            bw_details: dict[str, Any] = {}
+            lat: list[float] = []
+            for peer in names:
+                sid = idx.bandwidth.get((name, peer)) or idx.bandwidth.get((peer, name))
+                if sid is not None and peer != name:
+                    fc = link(sid, "bandwidth", horizon)
+                    bw[peer] = to_stochastic(fc)
+                    bw_details[peer] = {"forecast": fc, **quality(fc)}
+                lsid = idx.latency.get((name, peer)) or idx.latency.get((peer, name))
+                if lsid is not None and peer != name:
+                    lat.append(link(lsid, "latency", horizon).mean)
+            out[name] = HostForecasts(
+                cpu=to_stochastic(cpu),
+                bandwidth=bw,
+                default_bandwidth=Point(default_bandwidth),
+                latency=sum(lat) / len(lat) if lat else default_latency,
+                multimode=cpu.multimode,
+                age_s=cpu.age_s,
+                details={"cpu": cpu, "links": bw_details},
+            )
+        return out
+
+    return forecasts_for
+
+
+def inputs_report(inputs: Mapping[str, HostForecasts], confidence: float) -> list[dict[str, Any]]:
+    """What a caller needs to judge the quality of information behind an answer."""
+    report = []
+    for host, hf in inputs.items():
+        cpu = hf.details.get("cpu")
+        entry: dict[str, Any] = {
+            "host": host,
+            "metric": "cpu",
+            "forecast": hf.cpu.to_dict(confidence),
+        }
+        if cpu is not None:
+            entry.update(quality(cpu))
+        report.append(entry)
+        for peer, d in hf.details.get("links", {}).items():
+            report.append({
+                "host": host,
+                "metric": "bandwidth",
+                "peer": peer,
+                "forecast": to_stochastic(d["forecast"]).to_dict(confidence),
+                **{k: v for k, v in d.items() if k != "forecast"},
+            })
+    return report
+
+
+def select_chain(
+    model: Any,
+    params: Mapping[str, Any],
+    metas: Sequence[HostMeta],
+    forecasts_for: Any,
+    strategy: str,
+    options: PlanOptions,
+) -> list[HostMeta]:
+    """AppLeS resource selection: the subset and chain order with the least predicted makespan.
+
+    Trial chains are judged on the one-step forecasts; the chosen chain is then planned with
+    the horizon loop like any other request.
+    """
+    forecasts = forecasts_for(None)
+    by_name = {m.name: m for m in metas}
+
+    def evaluate(order: list[str]) -> list[scheduler.StochasticHost]:
+        chain = [by_name[n] for n in order]
+        linear = core.linear_host_models(model, params, host_inputs(chain, forecasts))
+        return [
+            scheduler.StochasticHost(h.name, a, b, min_rows=h.min_rows, max_rows=h.max_rows)
+            for h, (a, b) in zip(chain, linear, strict=True)
+        ]
+
+    order, _ = scheduler.select_resources(
+        [m.name for m in metas], evaluate, total_rows(params), strategy,
+        k=options.k, quantile=options.quantile, seed=options.seed,
+    )
+    return [by_name[n] for n in order]

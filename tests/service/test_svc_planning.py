@@ -1,0 +1,141 @@
+"""Schedules, predictions and user models over HTTP, fed by real trace measurements."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ppe.replay.traces import read_trace
+
+FILES = ["1.csv.gz", "2.csv.gz", "4.csv.gz"]
+
+
+@pytest.fixture
+def fed(env, traces_dir):  # type: ignore[no-untyped-def]
+    """Three hosts with 500 real cpu samples each and one measured link."""
+    items = []
+    for i, f in enumerate(FILES):
+        tr = read_trace(traces_dir / f)
+        for t, v in zip(tr.timestamps[:500], tr.availability[:500], strict=True):
+            items.append({"resource": f"h{i}", "metric": "cpu", "timestamp": float(t),
+                          "value": float(v)})
+    t0 = items[0]["timestamp"]
+    rng = np.random.default_rng(0)
+    for k in range(100):
+        items.append({"resource": "h0", "metric": "bandwidth", "peer": "h1",
+                      "timestamp": t0 + 300 * k, "value": float(1e7 + 1e6 * rng.standard_normal())})
+    r = env.client.post("/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor"))
+    assert r.status_code == 200, r.text
+    for i, bench in enumerate((2e-8, 3e-8, 2.5e-8)):
+        env.client.put(f"/api/v1/resources/h{i}", json={"properties": {"benchmark": bench}},
+                       headers=env.h("operator"))
+    return env
+
+
+def schedule(env, **kw):  # type: ignore[no-untyped-def]
+    body = {"app": "sor", "n": 2000, "iterations": 50, "hosts": ["h0", "h1", "h2"],
+            "strategy": "mean", **kw}
+    return env.client.post("/api/v1/schedules", json=body, headers=env.h("app"))
+
+
+def test_schedule_contract_and_log(fed) -> None:  # type: ignore[no-untyped-def]
+    r = schedule(fed, strategy="conservative", k=2)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    assert body["strategy"] == "conservative"
+    rows = [a["rows"] for a in body["allocation"]]
+    assert sum(rows) == 2000
+    ms = body["makespan"]
+    assert ms["interval"][0] <= ms["mean"] <= ms["interval"][1]
+    assert all(a["time"]["mean"] <= ms["interval"][1] for a in body["allocation"])
+    assert any(i["metric"] == "bandwidth" and i["peer"] == "h1" for i in body["inputs"])
+    listed = fed.client.get("/api/v1/schedules", headers=fed.h("operator")).json()
+    assert listed[0]["id"] == body["id"]
+    assert listed[0]["response"]["allocation"] == body["allocation"]
+
+
+def test_every_strategy_serves(fed) -> None:  # type: ignore[no-untyped-def]
+    import scheduler
+
+    for strategy in scheduler.STRATEGIES:
+        r = schedule(fed, strategy=strategy)
+        assert r.status_code == 200, (strategy, r.text)
+        assert sum(a["rows"] for a in r.json()["allocation"]) == 2000
+
+
+def test_schedule_bad_requests(fed) -> None:  # type: ignore[no-untyped-def]
+    assert schedule(fed, strategy="magic").status_code == 422
+    assert schedule(fed, hosts=["h0", "nope"]).status_code == 404
+    assert schedule(fed, hosts=["h0", "h0"]).status_code == 422
+    assert schedule(fed, app="unknown-model").status_code == 422
+    fed.client.put("/api/v1/resources/h9", json={"properties": {}}, headers=fed.h("operator"))
+    r = schedule(fed, hosts=["h0", "h9"])
+    assert r.status_code == 409  # registered, but never measured
+    r = schedule(fed, hosts=[{"name": "h0", "max_rows": 10}, {"name": "h1", "max_rows": 10}])
+    assert r.status_code == 422 and "feasible" in r.text
+    assert fed.client.get("/api/v1/schedules", headers=fed.h("app")).json() == []
+
+
+def test_memory_bounds_a_strip(fed) -> None:  # type: ignore[no-untyped-def]
+    # h0 can hold 100 rows of a 2000-wide grid of 8-byte elements.
+    fed.client.put("/api/v1/resources/h0", json={"properties": {"memory_bytes": 100 * 2000 * 8}},
+                   headers=fed.h("operator"))
+    r = schedule(fed)
+    assert r.status_code == 200, r.text
+    assert r.json()["allocation"][0]["rows"] <= 100
+
+
+def test_prediction_matches_schedule_and_reports_inputs(fed) -> None:  # type: ignore[no-untyped-def]
+    s = schedule(fed).json()
+    alloc = [{"host": a["host"], "rows": a["rows"]} for a in s["allocation"]]
+    r = fed.client.post("/api/v1/predictions", headers=fed.h("app"), json={
+        "model": "sor", "params": {"n": 2000, "iterations": 50}, "allocation": alloc})
+    assert r.status_code == 200, r.text
+    p = r.json()
+    assert p["makespan"]["mean"] == pytest.approx(s["makespan"]["mean"], rel=0.05)
+    cpu_inputs = [i for i in p["inputs"] if i["metric"] == "cpu"]
+    assert {i["host"] for i in cpu_inputs} == {"h0", "h1", "h2"}
+    assert all(i["samples"] == 500 and i["predictor"] for i in cpu_inputs)
+
+
+def test_user_model_roundtrip_and_bad_grammar(fed) -> None:  # type: ignore[no-untyped-def]
+    h = fed.h("app")
+    bad = fed.client.post("/api/v1/models", headers=h, json={
+        "name": "broken", "text": "param n\nHostTime[p] = rows[p] * Bogus[p]\nExecTime = max(p in hosts: HostTime[p])"})
+    assert bad.status_code == 422
+    detail = bad.json()["detail"]
+    assert any("Bogus" in (d.get("token") or d.get("name") or d["message"]) for d in detail)
+    sor_text = next(m["text"] for m in fed.client.get("/api/v1/models", headers=h).json()
+                    if m["name"] == "sor")
+    ok = fed.client.post("/api/v1/models", headers=h, json={"name": "my-sor", "text": sor_text})
+    assert ok.status_code == 201, ok.text
+    assert "my-sor" in [m["name"] for m in fed.client.get("/api/v1/models", headers=h).json()]
+    mine = schedule(fed, app="my-sor").json()
+    builtin = schedule(fed, app="sor").json()
+    assert [a["rows"] for a in mine["allocation"]] == [a["rows"] for a in builtin["allocation"]]
+
+
+def test_schedule_as_of_past_ignores_later_data(fed, traces_dir) -> None:  # type: ignore[no-untyped-def]
+    tr = read_trace(traces_dir / FILES[0])
+    at = float(tr.timestamps[400])
+    first = schedule(fed, at=at).json()
+    items = [{"resource": "h0", "metric": "cpu", "timestamp": float(t), "value": 0.01}
+             for t in tr.timestamps[500:520]]
+    fed.client.post("/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor"))
+    again = schedule(fed, at=at).json()
+    assert first["allocation"] == again["allocation"]
+    assert first["makespan"] == again["makespan"]
+
+
+def test_selection_drops_slow_host_behind_thin_link(fed) -> None:  # type: ignore[no-untyped-def]
+    t0 = 1.372e9
+    items = [{"resource": "h2", "metric": "bandwidth", "peer": p, "timestamp": t0 + 300 * k,
+              "value": 2e3} for k in range(30) for p in ("h0", "h1")]
+    fed.client.post("/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor"))
+    fed.client.put("/api/v1/resources/h2", json={"properties": {"benchmark": 4e-7}},
+                   headers=fed.h("operator"))
+    plain = schedule(fed).json()
+    chosen = schedule(fed, select=True).json()
+    hosts = [a["host"] for a in chosen["allocation"] if a["rows"] > 0]
+    assert "h2" not in hosts
+    assert chosen["makespan"]["mean"] <= plain["makespan"]["mean"]
