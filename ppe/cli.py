@@ -59,7 +59,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     url = database_url_from_env(args.db)
     migrate(url)  # once, before any worker starts
-    _print_bootstrap_token(url)
+    _prepare_store(url)
     os.environ[ENV_DB_URL] = url
     os.environ["PPE_SKIP_MIGRATIONS"] = "1"
     os.environ["PPE_DEMO_AUTH"] = "1" if args.demo_auth else ""
@@ -77,12 +77,16 @@ def cmd_serve(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_bootstrap_token(url: str) -> None:
+def _prepare_store(url: str) -> None:
+    """Once per start, before workers fork: fail jobs a dead server left, bootstrap a token."""
+    from ppe.service.replay_jobs import fail_interrupted
     from ppe.service.store.db import make_engine, make_sessionmaker, session_scope
     from ppe.service.store.tokens import bootstrap_admin
 
     engine = make_engine(url)
-    with session_scope(make_sessionmaker(engine)) as session:
+    sessions = make_sessionmaker(engine)
+    fail_interrupted(sessions)
+    with session_scope(sessions) as session:
         token = bootstrap_admin(session)
     engine.dispose()
     if token:

@@ -188,7 +188,9 @@ def _schedule(
     opts: PlanOptions,
 ) -> Any:
     models = core.linear_host_models(model, params, inputs)
-    dedicated = _dedicated_row_times(model, params, inputs)
+    dedicated: list[float | None] = [None] * len(hosts)
+    if strategy == "static":
+        dedicated = list(_dedicated_row_times(model, params, inputs))
     stoch = [
         scheduler.StochasticHost(
             h.name, a, b, min_rows=h.min_rows, max_rows=h.max_rows, a_dedicated=ded

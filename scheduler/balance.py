@@ -137,11 +137,15 @@ def level_time(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray,
     ends = b + a * hi  # from here up, a host is full (inf: never)
     knots = np.unique(np.concatenate([starts, ends[np.isfinite(ends)]]))
     filled = rows_at(knots, a, b, lo, hi).sum(axis=1)
-    j = int(np.searchsorted(filled, total_rows, side="left"))
+    # First knot reaching the total; the tolerance keeps rounding noise in ``filled`` from
+    # landing on a flat segment, where no host is active.
+    j = int(np.searchsorted(filled, total_rows - 1e-9 * max(1.0, total_rows), side="left"))
     if j == 0:
         return float(knots[0])  # every host at its lower bound already gives total_rows
     probe = knots[j - 1] + (knots[j] - knots[j - 1]) / 2 if j < knots.size else knots[-1] + 1.0
     active = (starts < probe) & (probe < ends)
+    if not active.any():
+        return float(knots[min(j, knots.size - 1)])
     fixed = float(np.where(probe >= ends, hi, lo)[~active].sum())
     return level_formula(total_rows - fixed, a[active], b[active])
 

@@ -126,8 +126,8 @@ class Lin:
         return (self.A**3) @ self.g
 
     def skew(self) -> FloatArray:
-        sd = self.std()
-        return np.divide(self.kappa3(), sd**3, out=np.zeros(self.m), where=sd > 0)
+        sd3 = self.std() ** 3
+        return np.divide(self.kappa3(), sd3, out=np.zeros(self.m), where=sd3 > 1e-300)
 
 
 def lin_const(values: FloatArray) -> Lin:
@@ -202,7 +202,9 @@ def with_residual(
     extra[lanes, np.arange(lanes.size)] = resid[lanes]
     new_g = np.zeros(lanes.size)
     if resid_k3 is not None:
-        new_g = resid_k3[lanes] / resid[lanes] ** 3
+        r3 = resid[lanes] ** 3
+        new_g = np.divide(resid_k3[lanes], r3, out=new_g, where=r3 > 1e-300)
+        new_g[~np.isfinite(new_g)] = 0.0
     return Lin(mu, np.concatenate([ids, new]), np.hstack([A, extra]), np.concatenate([g, new_g]))
 
 
@@ -388,7 +390,8 @@ def max_independent(x: Lin) -> Lin:
     mu = x.mu
     sd = x.std()
     sk = x.skew()
-    stoch = sd > 0
+    # spreads below 1e-12 of the problem's scale are points (and avoid underflow)
+    stoch = sd > 1e-12 * max(float(np.max(np.abs(mu))), float(np.max(sd)))
     if not np.any(stoch):
         return _lane_of(x, int(np.argmax(mu)))
     widen = MAX_SPAN_SIGMAS + 4.0 * np.abs(sk)

@@ -135,6 +135,7 @@ class InputBanks:
         rows: list[int] = []
         src: list[int] = []
         coefs: list[float] = []
+        thirds: dict[int, float] = {}
         for k, v in enumerate(values):
             if v is None:
                 continue
@@ -153,11 +154,12 @@ class InputBanks:
             rows.extend([k] * len(v._ids))
             src.extend(int(i) for i in v._ids)
             coefs.extend(float(c) for c in v._coefs)
+            thirds.update(zip((int(i) for i in v._ids), (float(x) for x in v._g), strict=True))
         ids = np.unique(np.array(src, dtype=np.int64))
         A = np.zeros((len(values), ids.size))
         if src:
             np.add.at(A, (np.array(rows), np.searchsorted(ids, np.array(src))), np.array(coefs))
-        return Lin(mus, ids, A, np.zeros(ids.size))
+        return Lin(mus, ids, A, np.array([thirds[int(i)] for i in ids]))
 
 
 # --------------------------------------------------------------------- evaluator

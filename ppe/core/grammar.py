@@ -317,6 +317,16 @@ class _Parser:
         shown = "end of line" if got.kind == "NEWLINE" else repr(got.text)
         raise self.error(f"expected {wanted}, found {shown}")
 
+    def close(self, opener: Token, text: str) -> None:
+        """Expect the bracket closing ``opener``; if the text moved on to a later
+        line meanwhile, blame the opener (newlines inside brackets are joined)."""
+        if self.at("OP", text):
+            self.advance()
+            return
+        if self.cur.line > opener.line:
+            raise self.error(f"{opener.text!r} is never closed", opener)
+        self.expect("OP", text)
+
     # statements
     def parse_model(self) -> tuple[list[Statement], list[GrammarError]]:
         stmts: list[Statement] = []
@@ -461,54 +471,53 @@ class _Parser:
             self.advance()
             return Num(tok, float(tok.text))
         if self.at("OP", "("):
-            self.advance()
+            opener = self.advance()
             inner = self.expr()
-            self.expect("OP", ")")
+            self.close(opener, ")")
             return inner
         if tok.kind == "NAME":
             self.advance()
             if self.at("OP", "["):
-                self.advance()
-                args = self.arglist("]")
+                args = self.arglist(self.advance(), "]")
                 return Index(tok, tok.text, args)
             if self.at("OP", "("):
-                self.advance()
+                opener = self.advance()
                 if tok.text in _AGG_FUNCS and self.at("NAME") and self.peek().text == "in":
-                    return self.aggregation(tok)
-                args = self.arglist(")")
+                    return self.aggregation(tok, opener)
+                args = self.arglist(opener, ")")
                 return Call(tok, tok.text, args)
             return Name(tok, tok.text)
         if tok.kind in ("NEWLINE", "EOF"):
             raise self.error("expression ends too early")
         raise self.error(f"unexpected {tok.text!r} in an expression")
 
-    def arglist(self, close: str) -> tuple[Node, ...]:
+    def arglist(self, opener: Token, close: str) -> tuple[Node, ...]:
         args = [self.expr()]
         while self.at("OP", ","):
             self.advance()
             args.append(self.expr())
-        self.expect("OP", close)
+        self.close(opener, close)
         return tuple(args)
 
-    def aggregation(self, tok: Token) -> Agg:
+    def aggregation(self, tok: Token, opener: Token) -> Agg:
         var = self.advance().text
         self.expect("KW", "in")
         domain = self.domain()
         self.expect("OP", ":", what="':' before the aggregated expression")
         body = self.expr()
-        self.expect("OP", ")")
+        self.close(opener, ")")
         return Agg(tok, tok.text, var, domain, body)
 
     def domain(self) -> Domain:
         tok = self.cur
-        if tok.kind == "NAME" and tok.text == "hosts" and self.peek().text in (":",):
+        if tok.kind == "NAME" and tok.text == "hosts" and self.peek().text != "..":
             self.advance()
             return Domain(tok, "hosts", ())
         if tok.kind == "NAME" and tok.text == "neighbours" and self.peek().text == "(":
             self.advance()
-            self.advance()
+            opener = self.advance()
             arg = self.expr()
-            self.expect("OP", ")")
+            self.close(opener, ")")
             return Domain(tok, "neighbours", (arg,))
         lo = self.additive()
         self.expect("OP", "..", what="a domain: 'hosts', 'neighbours(p)' or 'lo..hi'")

@@ -272,10 +272,17 @@ class Point(Stochastic):
 
 
 class Normal(Stochastic):
-    """``N(mu, sigma)``; derived normals remember which inputs they depend on."""
+    """``N(mu, sigma)``.
+
+    A normal computed by the analytic engine remembers which inputs it depends
+    on (its canonical form), so later arithmetic keeps the dependence, and the
+    third cumulant the engine tracked, which the max of many values uses.  Its
+    own ``cdf``/``ppf`` are those of ``N(mu, sigma)``.
+    """
 
     kind = "normal"
     analytic = True
+    _lin: Lin | None
 
     def __init__(self, mu: Number, sigma: Number) -> None:
         super().__init__()
@@ -283,23 +290,27 @@ class Normal(Stochastic):
         if not (math.isfinite(m) and math.isfinite(s)) or s < 0:
             raise ValueError(f"normal needs finite mu and sigma >= 0, got ({mu!r}, {sigma!r})")
         self.mu = m
-        if s > 0:
-            self._ids = np.array([self.uid], dtype=np.int64)
-            self._coefs = np.array([s])
-        else:
-            self._ids = np.zeros(0, dtype=np.int64)
-            self._coefs = np.zeros(0)
+        k = 1 if s > 0 else 0
+        self._ids = np.array([self.uid] * k, dtype=np.int64)
+        self._coefs = np.array([s] * k, dtype=np.float64)
+        self._g = np.zeros(k)
         self.sigma = s
+        self._lin = None
 
     @classmethod
-    def _from_form(cls, mu: float, ids: npt.NDArray[np.int64], coefs: FloatArray) -> Normal:
-        """A derived normal depending on the given sources (non-zero coefficients)."""
+    def _from_form(
+        cls, mu: float, ids: npt.NDArray[np.int64], coefs: FloatArray, g: FloatArray
+    ) -> Normal:
+        """A derived normal on the given sources (non-zero coefficients) whose
+        third cumulants per unit coefficient are ``g``."""
         out = cls.__new__(cls)
         Stochastic.__init__(out)
         out.mu = float(mu)
         out._ids = np.array(ids, dtype=np.int64)
         out._coefs = np.array(coefs, dtype=np.float64)
+        out._g = np.array(g, dtype=np.float64)
         out.sigma = float(np.sqrt(np.dot(out._coefs, out._coefs)))
+        out._lin = None
         return out
 
     def __repr__(self) -> str:
@@ -348,11 +359,9 @@ class Normal(Stochastic):
     def _lane(self) -> Value:
         # One Lin per value, so its cached reciprocal (and the remainder source
         # it creates) is shared by every quotient by this value.
-        lin = self.__dict__.get("_lin")
-        if lin is None:
-            lin = Lin(np.array([self.mu]), self._ids, self._coefs[None, :].copy(), np.zeros(self._ids.size))
-            self._lin = lin
-        return lin
+        if self._lin is None:
+            self._lin = Lin(np.array([self.mu]), self._ids, self._coefs[None, :].copy(), self._g)
+        return self._lin
 
 
 # ---------------------------------------------------------------------- Mixture
@@ -599,7 +608,7 @@ def from_lanes(v: Value, limit: int | None = None) -> list[Stochastic]:
             if nz.size == 0:
                 out.append(Point(float(v.mu[k])))
             else:
-                out.append(Normal._from_form(float(v.mu[k]), v.ids[nz], row[nz]))
+                out.append(Normal._from_form(float(v.mu[k]), v.ids[nz], row[nz], v.g[nz]))
         return out
     arr = np.asarray(v, dtype=np.float64)
     return [Point(float(arr[k])) for k in range(count)]

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from forecaster import (
     DEFAULT_CONFIG,
@@ -66,6 +67,12 @@ def _scores(err: np.ndarray) -> dict[str, float]:
 
 def evaluate_series(path: str, opts: EvalOptions) -> dict[str, Any]:
     """Score one trace file; the result is JSON-ready (and picklable for worker processes)."""
+    # Small fits: BLAS/OpenMP threads only fight over the cores (one series per process instead).
+    with threadpool_limits(limits=1):
+        return _evaluate_series(path, opts)
+
+
+def _evaluate_series(path: str, opts: EvalOptions) -> dict[str, Any]:
     trace = read_trace(path)
     used = trace if opts.keep_dead else trace.alive()
     x = used.availability

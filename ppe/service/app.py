@@ -17,6 +17,7 @@ from ppe.service.api import (
     measurements,
     models,
     predictions,
+    replays,
     resources,
     schedules,
     tokens,
@@ -26,6 +27,7 @@ from ppe.service.config import Settings
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics, MetricsMiddleware
+from ppe.service.replay_jobs import ReplayRunner, fail_interrupted
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
 
 API_PREFIX = "/api/v1"
@@ -61,7 +63,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.sessions = make_sessionmaker(engine)
         app.state.forecasts = ForecastCache(engine, history_limit=settings.history_limit)
+        if settings.migrate_on_start:  # single process: nobody else is running jobs
+            fail_interrupted(app.state.sessions)
+        app.state.replays = ReplayRunner(app.state.sessions)
         yield
+        app.state.replays.shutdown()
         engine.dispose()
 
     app = FastAPI(
@@ -77,7 +83,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.add_exception_handler(RequestValidationError, _validation_handler)
 
     api = APIRouter(prefix=API_PREFIX)
-    for module in (measurements, resources, forecasts, models, predictions, schedules, tokens):
+    for module in (
+        measurements, resources, forecasts, models, predictions, schedules, replays, tokens
+    ):
         api.include_router(module.router)
     app.include_router(health.router)
     app.include_router(api)

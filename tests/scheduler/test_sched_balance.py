@@ -102,6 +102,17 @@ def test_total_equal_to_bounds() -> None:
     assert balance(hosts, 150).rows == {"h1": 100, "h2": 50}
 
 
+def test_rounding_noise_on_a_flat_segment() -> None:
+    # Found by fuzzing: the level's fill reaches the total at a knot followed by a flat
+    # segment; rounding noise once put the level there, with no host left to balance.
+    hosts = [LinearHost("h0", 6.763999042658161, 48.21180319033986, 3, 14),
+             LinearHost("h1", 0.05, 59.700278865728066, 2, 3),
+             LinearHost("h2", 2.586018137723681, 56.97776958244742, 2, 14)]
+    alloc = balance(hosts, 8)
+    assert alloc.rows == {"h0": 3, "h1": 3, "h2": 2}
+    assert math.isfinite(alloc.level)
+
+
 def test_zero_rows() -> None:
     alloc = balance([LinearHost("h1", 1, 3)], 0)
     assert alloc.rows == {"h1": 0} and alloc.makespan == 0.0

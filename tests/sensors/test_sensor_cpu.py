@@ -166,7 +166,7 @@ def test_busy_processes_lower_availability_and_recovery_restores_it() -> None:
     The sensor thread and the hogs are pinned to the same CPU (`--cpus`), so the expected
     reading is 1/(HOGS+1) = 0.25 whatever else runs on the other CPU. One hog would give 0.5,
     which other work on this shared 2-core machine can mimic on its own (idle readings here
-    range 0.5..1), hence three. Tolerances are generous and relative to the idle readings.
+    range 0.3..1), hence three. Tolerances are generous and relative to the idle readings.
     """
     cpu = max(usable_cpus())
     before_mask = os.sched_getaffinity(0)
@@ -190,8 +190,10 @@ def test_busy_processes_lower_availability_and_recovery_restores_it() -> None:
         os.sched_setaffinity(0, before_mask)
     idle_m, loaded_m, rec_m = (statistics.median(s) for s in (idle, loaded, recovered))
     summary = f"idle={idle} loaded={loaded} recovered={recovered}"
-    if max(idle_m, rec_m) < 0.45:
+    if max(idle_m, rec_m) < 0.15:
         pytest.skip(f"CPU {cpu} already saturated by other work; cannot see a drop ({summary})")
+    # With b background processes on that CPU: idle 1/(b+1), loaded 1/(b+1+HOGS), a ratio of
+    # at most 0.5 for b <= 2; 0.65 leaves room for noise.
     assert loaded_m <= 1 / (HOGS + 1) + 0.15, summary
-    assert loaded_m <= idle_m - 0.15, summary
-    assert rec_m >= loaded_m + 0.15, summary
+    assert loaded_m <= 0.65 * idle_m, summary
+    assert rec_m >= loaded_m / 0.65, summary

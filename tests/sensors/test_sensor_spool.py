@@ -91,7 +91,7 @@ def test_one_process_per_spool(tmp_path: Path) -> None:
 
 def test_threads_can_append_and_drain_concurrently(tmp_path: Path) -> None:
     s = Spool(tmp_path)
-    n = 200
+    n = 100
     drained: list[float] = []
 
     def produce(base: int) -> None:

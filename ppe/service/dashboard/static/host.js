@@ -62,15 +62,16 @@
       P.setText("#t-errors", ""); P.setText("#t-samples", series ? series.samples + " samples" : "");
       return;
     }
-    const horizon = $("#horizon").selectedOptions[0].textContent;
-    P.setText("#t-forecast", P.metricValue(metric, f.mean));
-    P.setText("#t-interval", P.confidenceLabel(f.confidence) + " " + P.interval(metric, P.ivOf(f)) + " · " + horizon);
+    const horizonText = $("#horizon").selectedOptions[0].textContent;
+    const fig = P.forecastFigure(f, $("#horizon").value);
+    P.setText("#t-forecast", P.metricValue(metric, fig.mean));
+    P.setText("#t-interval", P.confidenceLabel(f.confidence) + " " + P.interval(metric, fig.iv) + " · " + horizonText);
     P.setText("#t-predictor", f.predictor || P.DASH);
     P.setText("#t-errors", "MAE " + P.metricValue(metric, f.mae) + " · RMSE " + P.metricValue(metric, P.finite(f.mse) ? Math.sqrt(f.mse) : NaN));
     const d = f.distribution || {};
     const k = (d.components || []).length;
     P.setText("#t-mode", f.multimode ? "multi-mode (" + k + " modes)" : d.kind === "point" ? "constant" : "single mode");
-    P.setText("#t-samples", (f.samples ?? (series && series.samples) ?? 0) + " samples · " + (d.kind || "normal") + " fit");
+    P.setText("#t-samples", (f.samples ?? f.n ?? (series && series.samples) ?? 0) + " samples · " + (d.kind || "normal") + " fit");
   }
 
   /* ---- history chart ---- */
@@ -116,7 +117,8 @@
   /** The forecast ahead of the newest sample: a point with its interval, or a box over the horizon. */
   function nextForecastTraces(f, ts, horizonS) {
     const last = ts[ts.length - 1];
-    const iv = P.ivOf(f);
+    const fig = P.forecastFigure(f, horizonS);
+    const iv = fig && fig.iv;
     if (!iv) return [];
     const color = "#e8590c";
     if (horizonS) {
@@ -124,14 +126,14 @@
       return [
         { x: [t0, t1, t1, t0, t0], y: [iv[0], iv[0], iv[1], iv[1], iv[0]], mode: "lines", fill: "toself",
           fillcolor: P.hexA(color, 0.15), line: { color, width: 1 }, name: "forecast for the horizon", hoverinfo: "skip" },
-        { x: [t0, t1], y: [f.mean, f.mean], mode: "lines", line: { color, width: 2.5 }, showlegend: false,
+        { x: [t0, t1], y: [fig.mean, fig.mean], mode: "lines", line: { color, width: 2.5 }, showlegend: false,
           hovertemplate: "horizon mean %{y}<extra></extra>" },
       ];
     }
     const t = new Date((last + medianStep(ts)) * 1000);
-    return [{ x: [t], y: [f.mean], mode: "markers", name: "next forecast",
+    return [{ x: [t], y: [fig.mean], mode: "markers", name: "next forecast",
       marker: { color, size: 9, symbol: "diamond" },
-      error_y: { type: "data", symmetric: false, array: [iv[1] - f.mean], arrayminus: [f.mean - iv[0]], color, thickness: 2, width: 6 },
+      error_y: { type: "data", symmetric: false, array: [iv[1] - fig.mean], arrayminus: [fig.mean - iv[0]], color, thickness: 2, width: 6 },
       hovertemplate: "next %{y}<extra></extra>" }];
   }
 
@@ -186,20 +188,28 @@
   }
 
   /* ---- battery chart ---- */
-  function drawBattery(metric, f) {
-    const members = f && f.members ? Object.entries(f.members) : [];
+  /** Errors of every predictor over the shown history (the history view reports them), the
+      current winner highlighted. */
+  function drawBattery(metric, hist, f) {
+    const source = (hist && hist.members) || (f && f.members) || {};
+    const members = Object.entries(source).map(([name, e]) => [name, {
+      mae: e.mae, rmse: P.finite(e.rmse) ? e.rmse : (P.finite(e.mse) ? Math.sqrt(e.mse) : null) }])
+      .filter(([, e]) => P.finite(e.mae));
     if (!members.length) { P.empty("#chart-battery", f && f.insufficient ? "The battery needs more history." : "No per-predictor errors reported."); return; }
-    members.sort((a, b) => (a[1].mae ?? Infinity) - (b[1].mae ?? Infinity));
+    members.sort((a, b) => a[1].mae - b[1].mae);
     const names = members.map((m) => m[0]);
-    const colors = names.map((n) => n === f.predictor ? "#3b5bdb" : "#b8c2d8");
+    const winner = f && f.predictor;
+    const colors = names.map((n) => n === winner ? "#3b5bdb" : "#b8c2d8");
     const node = $("#chart-battery");
-    node.style.height = Math.max(300, 22 * names.length + 70) + "px";
+    node.style.height = Math.max(320, 20 * names.length + 80) + "px";
     const scale = metric === "cpu" ? 100 : 1;
     P.plot(node, [{ type: "bar", orientation: "h", y: names, x: members.map((m) => m[1].mae * scale), marker: { color: colors },
-      customdata: members.map((m) => P.finite(m[1].mse) ? Math.sqrt(m[1].mse) * scale : null),
+      customdata: members.map((m) => P.finite(m[1].rmse) ? m[1].rmse * scale : null),
       hovertemplate: "%{y}<br>MAE %{x:.3g}<br>RMSE %{customdata:.3g}<extra></extra>" }],
-    { yaxis: { autorange: "reversed", automargin: true }, xaxis: { title: { text: metric === "cpu" ? "mean absolute error (percentage points)" : "mean absolute error" } },
+    { yaxis: { autorange: "reversed", automargin: true, tickfont: { size: 11 } },
+      xaxis: { title: { text: metric === "cpu" ? "mean absolute error (percentage points)" : "mean absolute error" } },
       margin: { l: 120, r: 16, t: 8, b: 48 }, bargap: 0.25, showlegend: false });
+    P.setText("#battery-note", winner ? "Winning now: " + winner + ". Errors over the " + (hist && hist.values ? hist.values.length : "") + " samples shown." : "");
   }
 
   /* ---- links table ---- */
@@ -216,7 +226,8 @@
         h("td", {}, h("a", { href: P.root + "/hosts/" + encodeURIComponent(s.peer) }, s.peer)),
         h("td", {}, P.METRIC_LABEL[s.metric] || s.metric),
         h("td", { class: "num" }, P.metricValue(s.metric, s.latest_value)),
-        h("td", {}, good ? h("span", {}, h("b", {}, P.metricValue(s.metric, f.mean)), " ", h("span", { class: "muted" }, P.interval(s.metric, P.ivOf(f))))
+        h("td", {}, good ? h("span", {}, h("b", {}, P.metricValue(s.metric, P.forecastFigure(f, "").mean)), " ",
+          h("span", { class: "muted" }, P.interval(s.metric, P.forecastFigure(f, "").iv)))
           : h("span", { class: "muted" }, f ? "too little data" : "unavailable")),
         h("td", {}, good ? (f.predictor || P.DASH) : P.DASH),
         h("td", { class: "num" }, String(s.samples)),
@@ -245,7 +256,7 @@
     if (hist) drawHistory(metric, hist, shown, horizon ? Number(horizon) : 0);
     else P.empty("#chart-history", "History unavailable: " + failed.reason.message);
     drawDistribution(metric, hist || { values: [] }, base);
-    drawBattery(metric, base);
+    drawBattery(metric, hist, base);
     await renderLinks();
     if (failed) throw failed.reason;
     P.liveStatus(true, "Updated " + new Date().toLocaleTimeString());

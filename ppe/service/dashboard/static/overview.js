@@ -50,6 +50,7 @@
         hasCpu: !!cpu,
         forecast: null,
         forecastError: null,
+        horizon,
       };
     });
     const withCpu = rows.filter((r) => r.hasCpu);
@@ -79,7 +80,7 @@
   const SORT_KEYS = {
     name: (r) => r.name,
     cpu: (r) => r.cpu,
-    forecast: (r) => r.forecast ? r.forecast.mean : null,
+    forecast: (r) => { const fig = P.forecastFigure(r.forecast, r.horizon); return fig ? fig.mean : null; },
     mode: (r) => (r.forecast ? (r.forecast.multimode ? 1 : 0) : null),
     mae: (r) => r.forecast ? r.forecast.mae : null,
     links: (r) => r.links.length,
@@ -110,9 +111,9 @@
   function forecastCell(row) {
     const f = row.forecast;
     if (!f) return h("span", { class: "muted" }, row.hasCpu ? (row.forecastError || "…") : "no CPU series");
-    const iv = P.ivOf(f);
-    const text = [h("b", {}, P.pct(f.mean)), " ", h("span", { class: "muted" }, P.interval("cpu", iv))];
-    return P.intervalBar(f.mean, iv, 0, 1, text);
+    const fig = P.forecastFigure(f, row.horizon);
+    const text = [h("b", {}, P.pct(fig.mean)), " ", h("span", { class: "muted" }, P.interval("cpu", fig.iv))];
+    return P.intervalBar(fig.mean, fig.iv, 0, 1, text);
   }
 
   function sparkCell(row) {

@@ -25,6 +25,19 @@
     }));
   }
 
+  /** Built-in and registered application models, as the API knows them. */
+  async function loadModels() {
+    let models;
+    try { models = await P.api("/models"); } catch (e) { return; } // keep the built-in pair
+    if (!Array.isArray(models) || !models.length) return;
+    const sel = $("#app");
+    const keep = sel.value;
+    const label = { sor: "SOR (red-black)", jacobi2d: "Jacobi2D" };
+    sel.replaceChildren(...models.map((m) => h("option", { value: m.name },
+      label[m.name] || (m.name + (m.builtin ? "" : " (registered)")))));
+    if (models.some((m) => m.name === keep)) sel.value = keep;
+  }
+
   function chosen(name) { return $$('input[name="' + name + '"]:checked').map((i) => i.value); }
 
   function requestFor(strategy) {
@@ -41,6 +54,8 @@
     const k = parseFloat($("#k").value); if (P.finite(k)) body.k = k;
     const bw = parseFloat($("#bandwidth").value); if (P.finite(bw)) body.bandwidth = bw;
     const lat = parseFloat($("#latency").value); if (P.finite(lat)) body.latency = lat;
+    const q = parseFloat($("#quantile").value); if (P.finite(q)) body.quantile = q;
+    if ($("#select").checked) body.select = true;
     return body;
   }
 
@@ -147,7 +162,7 @@
   }
 
   function drawMakespan(good) {
-    const comps = good.map((g) => P.components(g.r.makespan));
+    const comps = good.map((g) => P.components(g.r.makespan).filter((c) => c.std > 0));
     const span = P.spanOf(comps.flat(), good.map((g) => g.r.makespan && g.r.makespan.mean));
     if (!span) { P.empty("#chart-makespan", "No makespan distribution reported."); return; }
     const xs = P.linspace(Math.max(0, span[0]), span[1], 300);
@@ -215,5 +230,6 @@
   $("#hosts-none").addEventListener("click", () => $$('input[name="host"]').forEach((i) => { i.checked = false; }));
   $("#recent-refresh").addEventListener("click", loadRecent);
   loadHosts().catch((e) => { if (e.status !== 401) $("#host-choices").replaceChildren(h("span", { class: "strategy-error" }, "Could not load hosts: " + e.message)); });
+  loadModels();
   loadRecent();
 })();

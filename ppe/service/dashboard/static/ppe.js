@@ -19,6 +19,9 @@ window.PPE = (function () {
     if (body == null) return "";
     const d = typeof body === "object" && "detail" in body ? body.detail : body;
     if (typeof d === "string") return d;
+    if (d && typeof d === "object" && !Array.isArray(d) && d.reason) {
+      return d.reason + (finite(d.samples) && finite(d.needed) ? " (" + d.samples + " of " + d.needed + " samples)" : "");
+    }
     if (Array.isArray(d)) {
       return d.map((p) => [p.index != null ? "item " + p.index : null, p.field, p.reason || p.msg]
         .filter((x) => x != null && x !== "").join(": ")).join("; ");
@@ -174,6 +177,19 @@ window.PPE = (function () {
     return "[" + metricValue(metric, iv[0]) + ", " + metricValue(metric, iv[1]) + "]";
   }
   function confidenceLabel(c) { return finite(c) ? Math.round(c * 100) + " %" : "95 %"; }
+
+  /* ---- forecasts ---- */
+  /** What to show for a forecast: the next sample's value and interval, or, when a horizon was
+      asked, the distribution of the average over that horizon (its mean and central interval). */
+  function forecastFigure(f, horizon) {
+    if (!f || f.insufficient) return null;
+    const v = finite(f.value) ? f.value : f.forecast;
+    if (!horizon && finite(v)) {
+      const iv = Array.isArray(f.value_interval) && f.value_interval.every(finite) ? f.value_interval : ivOf(f);
+      return { mean: v, iv };
+    }
+    return { mean: f.mean, iv: ivOf(f) };
+  }
 
   /* ---- stochastic values (DESIGN.md's JSON shape) ---- */
   function ivOf(v) {
@@ -334,7 +350,7 @@ window.PPE = (function () {
   }
 
   return {
-    sparkline, root, API, ApiError, api, now, timeUnit, inUnit, secondsRange, query, pool, h, $, $$, setText, num, pct, seconds, rate, age, when,
+    sparkline, forecastFigure, root, API, ApiError, api, now, timeUnit, inUnit, secondsRange, query, pool, h, $, $$, setText, num, pct, seconds, rate, age, when,
     metricValue, interval, confidenceLabel, METRIC_LABEL, ivOf, components, mixturePdf, normalPdf,
     linspace, spanOf, quantile, colorFor, strategyColor, hexA, plot, empty, every, liveStatus,
     debounce, meter, intervalBar, finite, DASH,
