@@ -7,8 +7,8 @@ general grounds, not fitted to any trace set:
   "follow the last value" to "average the last few hours" at a 5-minute cadence;
 - the discounted selection error forgets with a half-life of one day of 5-minute samples (288), long
   enough to average out single spikes, short enough to follow load epochs that last days;
-- intervals use the winner's last 250 residuals: at 95 % that leaves 6 residuals in each tail, so
-  the order statistic is stable, while still tracking the current load regime;
+- intervals use the winner's last 250 residuals: at 95 % the bounds are the 6th smallest and 6th
+  largest of them, a stable order statistic, while the window still follows the load regime;
 - autoregressive members are refitted every hour (12 samples) on the last day (288 samples).
 """
 

@@ -11,7 +11,15 @@ from numpy.typing import NDArray
 
 from scheduler.balance import balance_rows, bounds_arrays, check_linear
 from scheduler.errors import check_bounds, check_names
-from scheduler.laws import Law, StochasticLike, draw, law_of
+from scheduler.laws import (
+    Law,
+    StochasticLike,
+    affine,
+    components,
+    draw,
+    draw_components,
+    law_of,
+)
 
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
@@ -124,13 +132,29 @@ def sample_ab(a: Sequence[Law], b: Sequence[Law], size: int, seed: int,
 
 
 def sample_times(a: Sequence[Law], b: Sequence[Law], rows: IntArray, size: int, seed: int,
-                 stream: int) -> FloatArray:
-    """(n, size) draws of each host's time ``a * rows + b`` (0 for hosts given no rows)."""
+                 stream: int, out: FloatArray | None = None) -> FloatArray:
+    """(n, size) draws of each host's time ``a * rows + b`` (0 for hosts given no rows).
+
+    With known components the time's own law (a mixture over pairs of a's and b's components)
+    is sampled directly: half the draws of sampling a and b apart.
+    """
     n = len(a)
-    t = draw(a, a_slots(n), size, seed, stream, scale=rows.astype(np.float64))
-    if all(law.std == 0.0 for law in b):
-        t += np.array([law.mean for law in b], dtype=np.float64)[:, None]
+    r = rows.astype(np.float64)
+    slots = np.asarray(a_slots(n), dtype=np.int64)
+    known = np.array([not (la.generic or lb.generic) for la, lb in zip(a, b, strict=True)])
+    if known.all():
+        c = affine(components(a), r, components(b))
+        t = draw_components(c, slots, size, seed, stream, out=out)
     else:
+        t = draw(a, a_slots(n), size, seed, stream, scale=r)
         t += draw(b, b_slots(n), size, seed, stream)
+        if out is not None:
+            out[...] = t
+            t = out
+        if known.any():
+            idx = np.flatnonzero(known)
+            c = affine(components([a[int(i)] for i in idx]), r[idx],
+                       components([b[int(i)] for i in idx]))
+            t[idx] = draw_components(c, slots[idx], size, seed, stream)
     t[rows == 0] = 0.0
     return t

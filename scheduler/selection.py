@@ -67,14 +67,15 @@ def select_resources(candidates: Sequence[str], evaluate: Evaluate, total_rows: 
         search_strategy = "mean" if strategy in MONTE_CARLO_STRATEGIES else strategy
     opts = _Options(search_strategy, total_rows, k, quantile, samples, seed, confidence,
                     criterion)
+    chains = _Chains(evaluate, opts)
     by_speed = _speed_order(names, _call(evaluate, names))
     given = {n: i for i, n in enumerate(names)}
     speed = {n: i for i, n in enumerate(by_speed)}
     tries = [
-        _greedy(by_speed, given, evaluate, opts),
-        _greedy(by_speed, speed, evaluate, opts),
-        _greedy(names, given, evaluate, opts),
-        _run(names, evaluate, opts),
+        chains.greedy(by_speed, given),
+        chains.greedy(by_speed, speed),
+        chains.greedy(names, given),
+        chains.run(names),
     ]
     found = [r for r in tries if r is not None]
     if not found:
@@ -83,9 +84,57 @@ def select_resources(candidates: Sequence[str], evaluate: Evaluate, total_rows: 
     best = min(found, key=lambda r: (r.score, len(r.order)))
     if search_strategy == strategy:
         return best.order, best.schedule
-    final = _run(best.order, evaluate, replace(opts, strategy=strategy))
+    final = _Chains(evaluate, replace(opts, strategy=strategy)).run(best.order)
     assert final is not None  # the same chain was feasible under the search strategy
     return final.order, final.schedule
+
+
+class _Chains:
+    """Schedules chains for one selection; the greedy variants retry many of the same chains,
+    so each chain is evaluated and scheduled once."""
+
+    def __init__(self, evaluate: Evaluate, opts: _Options) -> None:
+        self.evaluate = evaluate
+        self.opts = opts
+        self.seen: dict[tuple[str, ...], _Result | None] = {}
+
+    def run(self, order: list[str]) -> _Result | None:
+        """Schedule a chain, taking out hosts left without rows until all are used (their
+        links no longer cost anything); None if the chain cannot hold the rows."""
+        key = tuple(order)
+        if key not in self.seen:
+            self.seen[key] = self._schedule(list(order))
+        return self.seen[key]
+
+    def _schedule(self, order: list[str]) -> _Result | None:
+        o = self.opts
+        try:
+            s = schedule(_call(self.evaluate, order), o.total_rows, o.strategy, k=o.k,
+                         quantile=o.quantile, samples=o.samples, seed=o.seed,
+                         confidence=o.confidence)
+        except Infeasible:
+            return None
+        used = set(s.used)
+        if len(used) == len(order) or not used:
+            return _Result(order, s, _score(s, o.criterion))
+        return self.run([n for n in order if n in used])
+
+    def greedy(self, scan: list[str], rank: dict[str, int]) -> _Result | None:
+        """Forward selection along ``scan``, keeping a host only if the makespan drops; the
+        chain is arranged by ``rank``."""
+        chosen: list[str] = []
+        best: _Result | None = None
+        for name in scan:
+            trial = sorted([*chosen, name], key=rank.__getitem__)
+            result = self.run(trial)
+            if result is None:
+                if best is None:
+                    chosen = trial  # not enough capacity yet: keep adding
+                continue
+            if best is None or result.score < best.score * (1 - 1e-12):
+                best = result
+                chosen = result.order
+        return best
 
 
 def _call(evaluate: Evaluate, order: list[str]) -> list[StochasticHost]:
@@ -103,37 +152,3 @@ def _speed_order(names: list[str], hosts: list[StochasticHost]) -> list[str]:
 
 def _score(s: Schedule, criterion: str) -> float:
     return s.makespan.mean if criterion == "mean" else s.makespan.interval[1]
-
-
-def _run(order: list[str], evaluate: Evaluate, opts: _Options) -> _Result | None:
-    """Schedule a chain, dropping hosts left without rows until all are used; None if infeasible."""
-    order = list(order)
-    while True:
-        try:
-            s = schedule(_call(evaluate, order), opts.total_rows, opts.strategy, k=opts.k,
-                         quantile=opts.quantile, samples=opts.samples, seed=opts.seed,
-                         confidence=opts.confidence)
-        except Infeasible:
-            return None
-        used = s.used
-        if len(used) == len(order) or not used:
-            return _Result(order, s, _score(s, opts.criterion))
-        order = [n for n in order if n in set(used)]
-
-
-def _greedy(scan: list[str], rank: dict[str, int], evaluate: Evaluate,
-            opts: _Options) -> _Result | None:
-    """Forward selection along ``scan``; the chain is arranged by ``rank``."""
-    chosen: list[str] = []
-    best: _Result | None = None
-    for name in scan:
-        trial = sorted([*chosen, name], key=rank.__getitem__)
-        result = _run(trial, evaluate, opts)
-        if result is None:
-            if best is None:
-                chosen = trial  # not enough capacity yet: keep adding
-            continue
-        if best is None or result.score < best.score * (1 - 1e-12):
-            best = result
-            chosen = result.order
-    return best

@@ -13,13 +13,15 @@ from scipy.special import ndtri
 
 @dataclass(frozen=True)
 class TimeStats:
-    """A predicted time. ``kind``: "point", "normal" (exact) or "samples" (Monte Carlo)."""
+    """A predicted time. ``kind``: "point", "normal", "mixture" (exact, with its normal
+    ``components`` as (weight, mean, std)) or "samples" (Monte Carlo interval)."""
 
     mean: float
     std: float
     interval: tuple[float, float]
     confidence: float
     kind: str
+    components: tuple[tuple[float, float, float], ...] = ()
 
     @classmethod
     def point(cls, value: float, confidence: float) -> TimeStats:
@@ -36,7 +38,7 @@ class TimeStats:
     def from_samples(cls, x: NDArray[np.float64], confidence: float,
                      mean: float | None = None, std: float | None = None) -> TimeStats:
         """Empirical interval; exact moments may be passed in when they are known."""
-        lo, hi = np.quantile(x, [0.5 - confidence / 2, 0.5 + confidence / 2])
+        lo, hi = row_interval(x, confidence)
         m = float(x.mean()) if mean is None else mean
         s = float(x.std()) if std is None else std
         if s == 0.0 and lo == hi:
@@ -44,26 +46,26 @@ class TimeStats:
         return cls(m, s, (float(lo), float(hi)), confidence, "samples")
 
     def to_dict(self) -> dict[str, Any]:
-        """DESIGN.md's JSON shape for a stochastic value (no mixture components here)."""
+        """DESIGN.md's JSON shape for a stochastic value."""
         return {
             "mean": self.mean,
             "std": self.std,
             "interval": [self.interval[0], self.interval[1]],
             "confidence": self.confidence,
             "kind": self.kind,
-            "components": [],
+            "components": [{"weight": w, "mean": m, "std": s} for w, m, s in self.components],
         }
 
 
-def row_intervals(x: NDArray[np.float64], confidence: float) -> NDArray[np.float64]:
-    """Central intervals of each row of ``x`` as an (n, 2) array, like ``np.quantile``'s
-    default (linear) rule; one sort of the block is several times faster than per-row calls."""
-    s = np.sort(x, axis=1)
-    pos = np.array([0.5 - confidence / 2, 0.5 + confidence / 2]) * (x.shape[1] - 1)
+def row_interval(x: NDArray[np.float64], confidence: float) -> tuple[float, float]:
+    """Central interval of samples by ``np.quantile``'s default (linear) rule, via a partial
+    sort of the four order statistics it needs (several times faster than ``np.quantile``)."""
+    pos = np.array([0.5 - confidence / 2, 0.5 + confidence / 2]) * (x.size - 1)
     lo = np.floor(pos).astype(np.int64)
-    hi = np.minimum(lo + 1, x.shape[1] - 1)
-    frac = pos - lo
-    return s[:, lo] + (s[:, hi] - s[:, lo]) * frac
+    hi = np.minimum(lo + 1, x.size - 1)
+    part = np.partition(x, np.unique(np.concatenate([lo, hi])))
+    ends = part[lo] + (part[hi] - part[lo]) * (pos - lo)
+    return float(ends[0]), float(ends[1])
 
 
 def check_confidence(confidence: float) -> None:

@@ -26,9 +26,9 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler import search
-from scheduler.laws import Law
+from scheduler.laws import Law, affine, components, mixture_quantiles, scratch
 from scheduler.problem import REPORT_STREAM, Problem, StochasticHost, sample_times
-from scheduler.stats import TimeStats, check_confidence, row_intervals
+from scheduler.stats import TimeStats, check_confidence, row_interval
 
 IntArray = NDArray[np.int64]
 FloatArray = NDArray[np.float64]
@@ -163,8 +163,11 @@ def simulate_makespans(hosts: Sequence[StochasticHost], rows: Mapping[str, int],
     the same seed are compared on common random numbers.
     """
     problem, arr = _fixed(hosts, rows, samples, seed)
-    t = sample_times(problem.a, problem.b, arr, samples, seed, REPORT_STREAM)
-    return t.max(axis=0) if len(problem.hosts) else np.zeros(samples)
+    if not problem.hosts:
+        return np.zeros(samples)
+    with scratch(len(problem.hosts), samples) as buf:
+        t = sample_times(problem.a, problem.b, arr, samples, seed, REPORT_STREAM, out=buf)
+        return t.max(axis=0)
 
 
 def _fixed(hosts: Sequence[StochasticHost], rows: Mapping[str, int], samples: int,
@@ -182,26 +185,46 @@ def _fixed(hosts: Sequence[StochasticHost], rows: Mapping[str, int], samples: in
 def _report(a: Sequence[Law], b: Sequence[Law], names: Sequence[str], rows: IntArray,
             samples: int, seed: int,
             confidence: float) -> tuple[dict[str, TimeStats], TimeStats]:
+    """Per host: exact where the time's law is known (normal, or a mixture of normals: every
+    pair of a's and b's components), sampled otherwise. Makespan: sampled jointly."""
     if not names:
         return {}, TimeStats.point(0.0, confidence)
-    t = sample_times(a, b, rows, samples, seed, REPORT_STREAM)
-    sampled = [p for p in range(len(names)) if rows[p] > 0 and not (a[p].normal and b[p].normal)]
-    bounds = row_intervals(t[sampled], confidence) if sampled else np.zeros((0, 2))
-    interval = {p: (float(lo), float(hi)) for p, (lo, hi) in zip(sampled, bounds, strict=True)}
-    per_host = {
-        name: _host_stats(a[p], b[p], int(rows[p]), interval.get(p), confidence)
-        for p, name in enumerate(names)
-    }
-    return per_host, TimeStats.from_samples(t.max(axis=0), confidence)
+    used = [p for p in range(len(names)) if rows[p] > 0]
+    mixed = [p for p in used if not (a[p].normal and b[p].normal)
+             and not (a[p].generic or b[p].generic)]
+    generic = [p for p in used if a[p].generic or b[p].generic]
+    per_host = {name: TimeStats.point(0.0, confidence) for name in names}
+    for p in used:
+        if a[p].normal and b[p].normal:
+            per_host[names[p]] = TimeStats.normal(*_moments(a[p], b[p], rows[p]), confidence)
+    if mixed:
+        per_host.update(_mixture_stats(a, b, names, rows, mixed, confidence))
+    with scratch(len(names), samples) as buf:
+        t = sample_times(a, b, rows, samples, seed, REPORT_STREAM, out=buf)
+        makespan = TimeStats.from_samples(t.max(axis=0), confidence)
+        for p in generic:
+            mean, std = _moments(a[p], b[p], rows[p])
+            lo, hi = row_interval(t[p], confidence)
+            per_host[names[p]] = TimeStats(mean, std, (lo, hi), confidence, "samples")
+    return per_host, makespan
 
 
-def _host_stats(a: Law, b: Law, rows: int, interval: tuple[float, float] | None,
-                confidence: float) -> TimeStats:
-    """Exact moments of ``a * rows + b``; exact interval too when both are normal."""
-    if rows == 0:
-        return TimeStats.point(0.0, confidence)
-    mean = rows * a.mean + b.mean
-    std = math.hypot(rows * a.std, b.std)
-    if interval is None:
-        return TimeStats.normal(mean, std, confidence)
-    return TimeStats(mean, std, interval, confidence, "samples")
+def _moments(a: Law, b: Law, rows: int | np.integer) -> tuple[float, float]:
+    """Mean and std of ``a * rows + b`` for independent a and b."""
+    return float(rows * a.mean + b.mean), math.hypot(float(rows) * a.std, b.std)
+
+
+def _mixture_stats(a: Sequence[Law], b: Sequence[Law], names: Sequence[str], rows: IntArray,
+                   which: list[int], confidence: float) -> dict[str, TimeStats]:
+    c = affine(components([a[p] for p in which]), rows[which].astype(np.float64),
+               components([b[p] for p in which]))
+    ends = mixture_quantiles(c, [0.5 - confidence / 2, 0.5 + confidence / 2])
+    out = {}
+    for i, p in enumerate(which):
+        keep = c.w[i] > 0
+        comps = tuple(zip(c.w[i][keep].tolist(), c.m[i][keep].tolist(), c.s[i][keep].tolist(),
+                          strict=True))
+        mean, std = _moments(a[p], b[p], rows[p])
+        out[names[p]] = TimeStats(mean, std, (float(ends[i, 0]), float(ends[i, 1])), confidence,
+                                  "mixture", comps)
+    return out

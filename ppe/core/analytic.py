@@ -121,9 +121,11 @@ class Lin:
 
     def kappa3(self) -> FloatArray:
         """Third cumulant of each lane."""
-        if self.ids.size == 0 or not np.any(self.g):
+        cols = np.flatnonzero(self.g)
+        if cols.size == 0:
             return np.zeros(self.m)
-        return (self.A**3) @ self.g
+        a = self.A[:, cols]
+        return (a * a * a) @ self.g[cols]
 
     def skew(self) -> FloatArray:
         sd3 = self.std() ** 3
@@ -349,17 +351,24 @@ def independent_lanes(x: Lin) -> bool:
 
 
 def marginal_cdf_pdf(
-    t: FloatArray, mu: FloatArray, sd: FloatArray, skew: FloatArray
-) -> tuple[FloatArray, FloatArray]:
-    """CDF and density on ``t`` of lanes fitted on (mean, std, skewness):
+    t: FloatArray, mu: FloatArray, sd: FloatArray, skew: FloatArray, pdf: bool = True
+) -> tuple[FloatArray, FloatArray | None]:
+    """CDF (and density) on ``t`` of lanes fitted on (mean, std, skewness):
     normal when ``|skew| < SKEW_EPS``, else a shifted (mirrored for negative
     skew) lognormal.  Shapes: lanes ``(k, 1)``, ``t`` ``(G,)`` -> ``(k, G)``."""
-    z = (t[None, :] - mu) / sd
-    cdf = special.ndtr(z)
-    pdf = np.exp(-0.5 * z**2) / (_SQRT_2PI * sd)
-    lanes = np.flatnonzero(np.abs(skew[:, 0]) >= SKEW_EPS)
+    k = mu.shape[0]
+    cdf = np.empty((k, t.shape[0]))
+    dens = np.empty((k, t.shape[0])) if pdf else None
+    skewed = np.abs(skew[:, 0]) >= SKEW_EPS
+    plain = np.flatnonzero(~skewed)
+    if plain.size:
+        z = (t[None, :] - mu[plain]) / sd[plain]
+        cdf[plain] = special.ndtr(z)
+        if dens is not None:
+            dens[plain] = np.exp(-0.5 * z**2) / (_SQRT_2PI * sd[plain])
+    lanes = np.flatnonzero(skewed)
     if lanes.size == 0:
-        return cdf, pdf
+        return cdf, dens
     gam = np.abs(skew[lanes])
     root = np.cbrt(0.5 * gam + np.sqrt(0.25 * gam**2 + 1.0))
     u = root - 1.0 / root  # solves u^3 + 3u = gam
@@ -373,8 +382,9 @@ def marginal_cdf_pdf(
     w = (ly - m) / s
     inner = np.where(pos, special.ndtr(w), 0.0)
     cdf[lanes] = np.where(sign > 0, inner, 1.0 - inner)
-    pdf[lanes] = np.where(pos, np.exp(-0.5 * w**2 - ly) / (_SQRT_2PI * s), 0.0)
-    return cdf, pdf
+    if dens is not None:
+        dens[lanes] = np.where(pos, np.exp(-0.5 * w**2 - ly) / (_SQRT_2PI * s), 0.0)
+    return cdf, dens
 
 
 def max_independent(x: Lin) -> Lin:
@@ -404,12 +414,13 @@ def max_independent(x: Lin) -> Lin:
     rel = np.flatnonzero(stoch & (mu + widen * sd > lower))
     m_r, s_r, k_r = mu[rel, None], sd[rel, None], sk[rel, None]
     coarse = np.linspace(lower, upper, MAX_COARSE)
-    f_coarse = marginal_cdf_pdf(coarse, m_r, s_r, k_r)[0].prod(axis=0)
+    f_coarse = marginal_cdf_pdf(coarse, m_r, s_r, k_r, pdf=False)[0].prod(axis=0)
     lo_i = 0 if det_top > -np.inf else max(int(np.searchsorted(f_coarse, 1e-300, "right")) - 1, 0)
     hi_i = min(int(np.searchsorted(f_coarse, 1.0 - 1e-16)) + 1, MAX_COARSE - 1)
     a, b = float(coarse[lo_i]), float(coarse[hi_i])
     t = np.linspace(a, b, MAX_GRID)
     cdf, pdf = marginal_cdf_pdf(t, m_r, s_r, k_r)
+    assert pdf is not None
     f = cdf.prod(axis=0)
     tail = 1.0 - f
     dt = t - a
@@ -421,7 +432,7 @@ def max_independent(x: Lin) -> Lin:
     others = np.divide(f[None, :], cdf, out=np.zeros_like(cdf), where=cdf > 0)
     tight = integrate.simpson(pdf * others, x=t, axis=1)
     coef = (tight[:, None] * x.A[rel]).sum(axis=0)[None, :]
-    kept_k3 = float((coef[0] ** 3) @ x.g) if x.ids.size else 0.0
+    kept_k3 = float((coef[0] * coef[0] * coef[0]) @ x.g) if x.ids.size else 0.0
     resid = var - float(np.dot(coef[0], coef[0]))
     return with_residual(
         np.array([a + m1]), x.ids, coef, x.g, np.array([resid]), np.array([k3 - kept_k3])

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -44,8 +44,8 @@ from .grammar import (
     BinOp,
     BoolOp,
     Call,
-    CompiledModel,
     Compare,
+    CompiledModel,
     Domain,
     IfExpr,
     Index,
@@ -133,15 +133,15 @@ class InputBanks:
         """Canonical forms of the inputs; points are floored like samples are."""
         mus = np.ones(len(values))
         rows: list[int] = []
-        src: list[int] = []
-        coefs: list[float] = []
-        thirds: dict[int, float] = {}
+        src: list[Any] = []
+        coefs: list[Any] = []
+        thirds: list[Any] = []
         for k, v in enumerate(values):
             if v is None:
                 continue
             if not v.analytic:
                 raise HandOver(f"{what} of host {self._host_of(k, what)!r} is a {v.kind}")
-            mu, sd = float(v.mean()), float(v.std())
+            mu, sd = v.mean(), v.std()
             if sd == 0:
                 mus[k] = max(mu, floors[k])
                 continue
@@ -151,18 +151,35 @@ class InputBanks:
                     "has mass near its floor"
                 )
             mus[k] = mu
-            rows.extend([k] * len(v._ids))
-            src.extend(int(i) for i in v._ids)
-            coefs.extend(float(c) for c in v._coefs)
-            thirds.update(zip((int(i) for i in v._ids), (float(x) for x in v._g), strict=True))
-        ids = np.unique(np.array(src, dtype=np.int64))
+            rows.extend([k] * v._ids.size)
+            src.append(v._ids)
+            coefs.append(v._coefs)
+            thirds.append(v._g)
+        if not src:
+            return an.lin_const(mus)
+        all_src = np.concatenate(src)
+        ids, first = np.unique(all_src, return_index=True)
         A = np.zeros((len(values), ids.size))
-        if src:
-            np.add.at(A, (np.array(rows), np.searchsorted(ids, np.array(src))), np.array(coefs))
-        return Lin(mus, ids, A, np.array([thirds[int(i)] for i in ids]))
+        np.add.at(A, (np.array(rows), np.searchsorted(ids, all_src)), np.concatenate(coefs))
+        return Lin(mus, ids, A, np.concatenate(thirds)[first])
 
 
 # --------------------------------------------------------------------- evaluator
+
+
+def _unique_rows(args: list[FloatArray]) -> tuple[FloatArray, IntArray]:
+    """Distinct index tuples and, per lane, which one it is."""
+    if len(args) == 1:
+        a = args[0]
+        if a.shape[0] < 2 or bool(np.all(a[1:] > a[:-1])):  # the usual 0..P-1
+            return a[:, None], np.arange(a.shape[0])
+    stacked = np.stack(args, axis=1)
+    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    return uniq, inverse.ravel()
+
+
+def _is_bool(v: Result) -> bool:
+    return isinstance(v, np.ndarray) and v.dtype == np.bool_
 
 
 def _err(message: str, node: Node, name: str | None = None) -> EvaluationError:
@@ -202,9 +219,7 @@ class Evaluator:
                 val = self._as_value(self.eval(d.body, {}, 1), d.body)
                 self.memo[key] = val
             return lanes.broadcast(val, m)
-        stacked = np.stack(args, axis=1)
-        uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
-        inverse = inverse.ravel()
+        uniq, inverse = _unique_rows(args)
         key = (canon, len(args), uniq.tobytes())
         val = self.memo.get(key)
         if val is None:
@@ -216,9 +231,9 @@ class Evaluator:
         return lanes.take_lanes(val, inverse)
 
     def _as_value(self, v: Result, node: Node) -> Value:
-        if isinstance(v, np.ndarray) and v.dtype == np.bool_:
+        if _is_bool(v):
             raise _err("a component must be a number, not a condition", node)
-        return v
+        return cast(Value, v)
 
     # expressions
     def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
@@ -252,9 +267,9 @@ class Evaluator:
 
     def num(self, node: Node, env: dict[str, FloatArray], m: int) -> Value:
         v = self.eval(node, env, m)
-        if isinstance(v, np.ndarray) and v.dtype == np.bool_:
+        if _is_bool(v):
             raise _err(f"expected a number: {unparse(node)}", node)
-        return v
+        return cast(Value, v)
 
     def det(self, node: Node, env: dict[str, FloatArray], m: int) -> FloatArray:
         v = self.num(node, env, m)
@@ -264,9 +279,9 @@ class Evaluator:
 
     def cond(self, node: Node, env: dict[str, FloatArray], m: int) -> BoolArray:
         v = self.eval(node, env, m)
-        if not (isinstance(v, np.ndarray) and v.dtype == np.bool_):
+        if not _is_bool(v):
             raise _err(f"expected a condition: {unparse(node)}", node)
-        return v
+        return cast(BoolArray, v)
 
     def arith(self, node: Node, op: str, left: Value, right: Value) -> Value:
         try:
@@ -291,8 +306,12 @@ class Evaluator:
         a = self.det(node.left, env, m)
         b = self.det(node.right, env, m)
         ops = {
-            "<": np.less, "<=": np.less_equal, ">": np.greater,
-            ">=": np.greater_equal, "==": np.equal, "!=": np.not_equal,
+            "<": np.less,
+            "<=": np.less_equal,
+            ">": np.greater,
+            ">=": np.greater_equal,
+            "==": np.equal,
+            "!=": np.not_equal,
         }
         return np.asarray(ops[node.op](a, b), dtype=np.bool_)
 
@@ -304,9 +323,10 @@ class Evaluator:
             return self.eval(node.orelse, env, m)
         pieces: list[tuple[IntArray, Value]] = []
         for branch, mask in ((node.then, c), (node.orelse, ~c)):
-            idx = np.flatnonzero(mask)
+            idx = np.flatnonzero(mask).astype(np.int64)
             sub = {k: v[idx] for k, v in env.items()}
-            pieces.append((idx, self.eval(branch, sub, idx.shape[0])))
+            # a boolean-valued 'if' merges like any deterministic lanes
+            pieces.append((idx, cast(Value, self.eval(branch, sub, idx.shape[0]))))
         return lanes.merge(m, pieces)
 
     # indexing
@@ -386,7 +406,9 @@ class Evaluator:
             tok = first_token(node)
             raise HandOver(f"{exc.reason} (line {tok.line}: {unparse(node)})") from exc
 
-    def expand(self, dom: Domain, env: dict[str, FloatArray], m: int) -> tuple[FloatArray, IntArray]:
+    def expand(
+        self, dom: Domain, env: dict[str, FloatArray], m: int
+    ) -> tuple[FloatArray, IntArray]:
         """Domain values for every lane: (values, counts per outer lane)."""
         if dom.kind == "hosts":
             return np.tile(np.arange(self.P, dtype=np.float64), m), np.full(m, self.P)
@@ -401,7 +423,18 @@ class Evaluator:
         hi = self.det(dom.args[1], env, m)
         for bound, arg in ((lo, dom.args[0]), (hi, dom.args[1])):
             if not np.all(np.isfinite(bound)) or np.any(bound != np.round(bound)):
-                raise _err(f"range bound must be an integer: {unparse(arg)}", arg)
+                bad = float(bound[(~np.isfinite(bound)) | (bound != np.round(bound))][0])
+                message = f"range bound must be an integer: {unparse(arg)} = {bad:g}"
+                if isinstance(arg, Name) and arg.name in self._alias:  # a parameter's fault
+                    tok = arg.tok
+                    raise ParameterError(
+                        message,
+                        name=self._alias[arg.name],
+                        line=tok.line,
+                        column=tok.column,
+                        token=tok.text,
+                    )
+                raise _err(message, arg)
         counts = np.maximum(hi - lo + 1, 0).astype(np.int64)
         total = int(counts.sum())
         if total > MAX_LANES:
@@ -482,7 +515,9 @@ def bind_params(model: CompiledModel, params: Mapping[str, Any]) -> dict[str, fl
     for spec in model.params:
         if spec.name not in out:
             if spec.default is None:
-                raise ParameterError(f"missing parameter {spec.name!r}", name=spec.name, line=spec.line)
+                raise ParameterError(
+                    f"missing parameter {spec.name!r}", name=spec.name, line=spec.line
+                )
             out[spec.name] = spec.default
     return out
 
@@ -491,8 +526,9 @@ def check_requires(model: CompiledModel, values: Mapping[str, float], hosts: int
     """Evaluate the model's ``require`` statements; a failure names the parameter."""
     if not model.requires:
         return
-    banks = InputBanks([f"h{k}" for k in range(hosts)], np.zeros(hosts), np.zeros(hosts),
-                       [], [], "analytic", False)
+    banks = InputBanks(
+        [f"h{k}" for k in range(hosts)], np.zeros(hosts), np.zeros(hosts), [], [], "analytic", False
+    )
     ev = Evaluator(model, values, banks, np.zeros(hosts))
     for req in model.requires:
         if bool(ev.cond(req.cond, {}, 1)[0]):
@@ -501,8 +537,9 @@ def check_requires(model: CompiledModel, values: Mapping[str, float], hosts: int
         culprit = next((n for n in names if n in ev._alias), names[0] if names else None)
         shown = {n: values[ev._alias[n]] for n in names if n in ev._alias}
         msg = req.message or f"requirement failed: {unparse(req.cond)}"
+        got = ", ".join(f"{k} = {v:g}" for k, v in shown.items()) or f"P = {hosts}"
         raise ParameterError(
-            f"{msg} (got {', '.join(f'{k} = {v:g}' for k, v in shown.items()) or 'P = ' + str(hosts)})",
+            f"{msg} (got {got})",
             name=ev._alias.get(culprit, culprit) if culprit else None,
             line=req.tok.line,
             column=req.tok.column,

@@ -39,9 +39,7 @@ from .errors import GrammarError
 
 # --------------------------------------------------------------------------- tokens
 
-KEYWORDS = frozenset(
-    {"param", "alias", "require", "if", "then", "else", "and", "or", "not", "in"}
-)
+KEYWORDS = frozenset({"param", "alias", "require", "if", "then", "else", "and", "or", "not", "in"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +101,9 @@ def tokenize(text: str) -> list[Token]:
     return _join_continuations(out)
 
 
-_CONT_AFTER = frozenset({"+", "-", "*", "/", "=", ",", "..", "and", "or", "not", "if", "then", "else"})
+_CONT_AFTER = frozenset(
+    {"+", "-", "*", "/", "=", ",", "..", "and", "or", "not", "if", "then", "else"}
+)
 _CONT_BEFORE = frozenset({"+", "-", "*", "/", "..", "and", "or", "then", "else"})
 
 
@@ -269,9 +269,7 @@ def unparse(node: Node) -> str:
     if isinstance(node, Not):
         return f"(not {unparse(node.operand)})"
     if isinstance(node, IfExpr):
-        return (
-            f"(if {unparse(node.cond)} then {unparse(node.then)} else {unparse(node.orelse)})"
-        )
+        return f"(if {unparse(node.cond)} then {unparse(node.then)} else {unparse(node.orelse)})"
     raise TypeError(type(node).__name__)
 
 
@@ -306,7 +304,9 @@ class _Parser:
 
     def error(self, message: str, tok: Token | None = None) -> GrammarError:
         t = tok or self.cur
-        shown = "end of line" if t.kind == "NEWLINE" else ("end of text" if t.kind == "EOF" else t.text)
+        shown = (
+            "end of line" if t.kind == "NEWLINE" else ("end of text" if t.kind == "EOF" else t.text)
+        )
         return GrammarError(message, line=t.line, column=t.column, token=shown)
 
     def expect(self, kind: str, text: str | None = None, what: str | None = None) -> Token:
@@ -357,7 +357,7 @@ class _Parser:
         raise self.error("expected 'param', 'require' or a component definition 'Name = ...'")
 
     def param(self) -> ParamDecl:
-        tok = self.advance()
+        self.advance()
         name_tok = self.expect("NAME", what="a parameter name")
         aliases: list[str] = []
         if self.at("KW", "alias"):
@@ -691,7 +691,9 @@ class _Checker:
         self.free[id(node)] = free
         return free
 
-    def _scope(self, node: Node, scope: set[str], owner: str | None, in_req: bool) -> frozenset[str]:
+    def _scope(
+        self, node: Node, scope: set[str], owner: str | None, in_req: bool
+    ) -> frozenset[str]:
         sc = self.scope_check
         if isinstance(node, Num):
             return frozenset()
@@ -712,7 +714,9 @@ class _Checker:
             if in_req:
                 self.err("aggregations are not allowed in 'require'", node.tok)
             if node.var in RESERVED or node.var in self.param_names or node.var in self.defs:
-                self.err(f"{node.var!r} cannot be used as an aggregation variable", node.tok, node.var)
+                self.err(
+                    f"{node.var!r} cannot be used as an aggregation variable", node.tok, node.var
+                )
             dom_free = frozenset().union(*(sc(a, scope, owner, in_req) for a in node.domain.args))
             self.free[id(node.domain)] = dom_free
             body_free = sc(node.body, scope | {node.var}, owner, in_req)
@@ -729,7 +733,9 @@ class _Checker:
             )
         raise TypeError(type(node).__name__)
 
-    def check_name(self, node: Name, scope: set[str], owner: str | None, in_req: bool) -> frozenset[str]:
+    def check_name(
+        self, node: Name, scope: set[str], owner: str | None, in_req: bool
+    ) -> frozenset[str]:
         nm = node.name
         if nm in scope:
             return frozenset({nm})

@@ -81,13 +81,19 @@ def _space_for(x: Value, y: Value, ctx: LaneCtx) -> Space:
 
 
 def _check_divisor(d: FloatArray) -> None:
-    if np.any(d == 0):
+    if not np.all(d):
         raise StochasticError("division by zero")
 
 
 def binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
     """``x op y`` lane-wise for op in ``+ - * /`` (operands independent unless
-    they share inputs, in which case the dependence is kept)."""
+    they share inputs, in which case the dependence is kept).  Overflow gives
+    inf silently; predictions check their results are finite."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _binary(op, x, y, ctx)
+
+
+def _binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
     if isinstance(x, Smp) or isinstance(y, Smp):
         space = _space_for(x, y, ctx)
         return _binary_smp(op, to_smp(x, space).x, to_smp(y, space).x, space)
@@ -201,6 +207,12 @@ def merge(m: int, pieces: list[tuple[IntArray, Value]]) -> Value:
         idx, v = pieces[0]
         if np.array_equal(idx, np.arange(m)):
             return v
+    space = _common_space([p[1] for p in pieces])
+    if space is not None:  # scatter rows straight into place
+        out_x = np.empty((m, space.n))
+        for idx, v in pieces:
+            out_x[idx] = to_smp(v, space).x
+        return Smp(out_x, space)
     order = np.concatenate([p[0] for p in pieces])
     stacked = concat_lanes([p[1] for p in pieces])
     inverse = np.empty(m, dtype=np.int64)

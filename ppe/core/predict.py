@@ -30,11 +30,11 @@ import numpy as np
 import numpy.typing as npt
 
 from . import lanes
-from .analytic import HandOver
-from .errors import ParameterError
-from .evaluate import InputBanks, Evaluator, bind_params, check_requires
+from .analytic import HandOver, Lin
+from .errors import EvaluationError, ParameterError
+from .evaluate import Evaluator, InputBanks, bind_params, check_requires
 from .grammar import CompiledModel, compile_model, validate_model
-from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Space
+from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
 from .stochastic import ENGINES, Stochastic, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
@@ -144,6 +144,20 @@ def _check_engine(engine: str, samples: int, seed: int) -> None:
         raise ParameterError("seed must be a non-negative integer", name="seed")
 
 
+#: Largest hosts x samples a Monte Carlo prediction may use (memory: each
+#: intermediate is 8 bytes per cell).
+MAX_HOST_SAMPLES = 10_000_000
+
+
+def _check_size(hosts: int, samples: int) -> None:
+    if hosts * int(samples) > MAX_HOST_SAMPLES:
+        raise ParameterError(
+            f"{hosts} hosts x {samples} samples is too large "
+            f"(at most {MAX_HOST_SAMPLES:,} for Monte Carlo)",
+            name="samples",
+        )
+
+
 def _stoch(value: Any, label: str, positive: bool) -> Stochastic:
     try:
         v = as_stochastic(value)
@@ -161,7 +175,9 @@ def _finite(value: Any, label: str, low: float, strict: bool) -> float:
         raise ParameterError(f"{label} must be a number, got {value!r}", name=label) from exc
     if isinstance(value, bool) or not math.isfinite(v) or v < low or (strict and v == low):
         cmp = ">" if strict else ">="
-        raise ParameterError(f"{label} must be a finite number {cmp} {low:g}, got {value!r}", name=label)
+        raise ParameterError(
+            f"{label} must be a finite number {cmp} {low:g}, got {value!r}", name=label
+        )
     return v
 
 
@@ -174,7 +190,9 @@ def _rows(allocation: Sequence[Any], hosts: int) -> FloatArray:
     for k, r in enumerate(allocation):
         v = _finite(r, f"allocation[{k}]", 0.0, False)
         if v != round(v):
-            raise ParameterError(f"allocation[{k}] must be a whole number of rows", name=f"allocation[{k}]")
+            raise ParameterError(
+                f"allocation[{k}] must be a whole number of rows", name=f"allocation[{k}]"
+            )
         out[k] = v
     return out
 
@@ -244,14 +262,37 @@ def _with_engine(
             )
         if _all_analytic(banks):
             try:
-                return _run(model, values, banks, rows_list, what), banks, None
+                result = _run(model, values, banks, rows_list, what)
             except HandOver as exc:
                 note = f"Monte Carlo because {exc.reason}"
+            else:
+                _check_finite(result)
+                return result, banks, None
         else:
             note = "Monte Carlo because an input is a mixture or samples"
+    _check_size(len(hosts), samples)
     banks = _banks(hosts, "mc", False, Space(samples, seed))
     result = _run(model, values, banks, rows_list, what)
+    _check_finite(result)
     return result, banks, note
+
+
+def _check_finite(result: list[tuple[lanes.Value, lanes.Value | None]]) -> None:
+    for pair in result:
+        for name, v in zip(("HostTime", "ExecTime"), pair, strict=True):
+            if v is None:
+                continue
+            if isinstance(v, Smp):
+                arrays = [v.x]
+            elif isinstance(v, Lin):
+                arrays = [v.mu, v.A]
+            else:
+                arrays = [np.asarray(v)]
+            if not all(np.all(np.isfinite(a)) for a in arrays):
+                raise EvaluationError(
+                    "the model gives non-finite times for these inputs (overflow or 0/0)",
+                    name=name,
+                )
 
 
 def predict(
@@ -285,7 +326,9 @@ def predict(
     makespan = from_lanes(total_v)[0]
     if banks.space is not None:
         banks.space.release()
-        return Prediction(makespan, per_host, "mc", banks.space.n, banks.space.seed, banks.names, note)
+        return Prediction(
+            makespan, per_host, "mc", banks.space.n, banks.space.seed, banks.names, note
+        )
     return Prediction(makespan, per_host, "analytic", None, None, banks.names, None)
 
 
@@ -326,7 +369,9 @@ def linear_host_models(
     ctx = lanes.LaneCtx(strict=False, space=banks.space)
     slope = lanes.binary("/", lanes.binary("-", t1, t0, ctx), np.full(P, _PROBE_ROWS), ctx)
     out = []
-    for a, b, far, name in zip(from_lanes(slope), from_lanes(t0), from_lanes(t2), banks.names, strict=True):
+    for a, b, far, name in zip(
+        from_lanes(slope), from_lanes(t0), from_lanes(t2), banks.names, strict=True
+    ):
         expected = b.mean() + 2 * _PROBE_ROWS * a.mean()
         got = far.mean()
         if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-12 * max(abs(got), 1.0)):

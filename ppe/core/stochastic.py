@@ -75,7 +75,13 @@ class EngineConfig:
     space: Space | None = None
 
 
-_ENGINE: ContextVar[EngineConfig] = ContextVar("ppe_core_engine", default=EngineConfig())
+_DEFAULT_ENGINE = EngineConfig()
+_ENGINE: ContextVar[EngineConfig | None] = ContextVar("ppe_core_engine", default=None)
+
+
+def current_engine() -> EngineConfig:
+    """The engine settings in force (see :func:`use_engine`)."""
+    return _ENGINE.get() or _DEFAULT_ENGINE
 
 
 @contextmanager
@@ -372,9 +378,7 @@ class Mixture(Stochastic):
 
     kind = "mixture"
 
-    def __init__(
-        self, weights: Sequence[Number], means: Sequence[Number], stds: Sequence[Number]
-    ) -> None:
+    def __init__(self, weights: npt.ArrayLike, means: npt.ArrayLike, stds: npt.ArrayLike) -> None:
         super().__init__()
         w = np.asarray(weights, dtype=np.float64).ravel()
         m = np.asarray(means, dtype=np.float64).ravel()
@@ -458,7 +462,11 @@ class Samples(Stochastic):
     kind = "samples"
 
     def __init__(
-        self, array: Iterable[float] | FloatArray, seed: int | None = None, *, space: Space | None = None
+        self,
+        array: Iterable[float] | FloatArray,
+        seed: int | None = None,
+        *,
+        space: Space | None = None,
     ) -> None:
         super().__init__()
         arr = np.asarray(array, dtype=np.float64).ravel()
@@ -476,7 +484,9 @@ class Samples(Stochastic):
         return int(self.array.size)
 
     def __repr__(self) -> str:
-        return f"Samples(n={self.n}, seed={self.seed}, mean={self.mean():.6g}, std={self.std():.6g})"
+        return (
+            f"Samples(n={self.n}, seed={self.seed}, mean={self.mean():.6g}, std={self.std():.6g})"
+        )
 
     def _sorted_array(self) -> FloatArray:
         if self._sorted is None:
@@ -589,7 +599,7 @@ def _component(c: Any) -> tuple[float, float, float]:
     return float(w), float(m), float(s)
 
 
-def from_lane(v: Value, space: Space | None = None) -> Stochastic:
+def from_lane(v: Value) -> Stochastic:
     """Lane 0 of a lane value as a public value."""
     return from_lanes(v, 1)[0]
 
@@ -631,7 +641,7 @@ def _all_analytic(values: Sequence[Stochastic]) -> bool:
 
 def _binop(op: str, a: Any, b: Any) -> Stochastic:
     x, y = as_stochastic(a), as_stochastic(b)
-    cfg = _ENGINE.get()
+    cfg = current_engine()
     if cfg.mode != "mc" and _all_analytic([x, y]):
         try:
             ctx = LaneCtx(strict=cfg.mode == "auto")
@@ -641,8 +651,10 @@ def _binop(op: str, a: Any, b: Any) -> Stochastic:
     elif cfg.mode == "analytic":
         raise TypeError("the analytic engine handles points and normals only")
     space = _pick_space([x, y], cfg)
-    out = lanes.binary(op, to_samples_lane(x, space), to_samples_lane(y, space), LaneCtx(False, space))
-    return from_lane(out, space)
+    out = lanes.binary(
+        op, to_samples_lane(x, space), to_samples_lane(y, space), LaneCtx(False, space)
+    )
+    return from_lane(out)
 
 
 def _reduce(op: str, values: Iterable[Any]) -> Stochastic:
@@ -651,7 +663,7 @@ def _reduce(op: str, values: Iterable[Any]) -> Stochastic:
         if op == "sum":
             return Point(0.0)
         raise ValueError("max of no values")
-    cfg = _ENGINE.get()
+    cfg = current_engine()
     starts = np.array([0])
     if cfg.mode != "mc" and _all_analytic(vals):
         try:
@@ -664,7 +676,7 @@ def _reduce(op: str, values: Iterable[Any]) -> Stochastic:
         raise TypeError("the analytic engine handles points and normals only")
     space = _pick_space(vals, cfg)
     stacked = lanes.concat_lanes([to_samples_lane(v, space) for v in vals])
-    return from_lane(lanes.reduce(op, stacked, starts, LaneCtx(False, space)), space)
+    return from_lane(lanes.reduce(op, stacked, starts, LaneCtx(False, space)))
 
 
 def ssum(values: Iterable[Any]) -> Stochastic:

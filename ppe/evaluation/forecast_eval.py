@@ -38,11 +38,17 @@ from forecaster import (
     fit_distribution,
     select_batch,
 )
-from ppe.evaluation.baselines import DEFAULT_BASELINES, BaselineSpec, baseline_forecasts
+from forecaster.config import ErrorKind, Selection
+from ppe.evaluation.baselines import (
+    DEFAULT_BASELINES,
+    BaselineSpec,
+    baseline_forecasts,
+    fitter,
+)
 from ppe.replay.traces import TraceFormatError, expand_paths, read_trace
 
 #: Other selection rules reported next to the adaptive default: (selection, error) pairs.
-SELECTORS: dict[str, tuple[str, str]] = {
+SELECTORS: dict[str, tuple[Selection, ErrorKind]] = {
     "nws_cumulative_mse": ("cumulative", "squared"),
     "cumulative_mae": ("cumulative", "absolute"),
     "discounted_mse": ("discounted", "squared"),
@@ -123,7 +129,7 @@ def _selector_scores(
     scores: dict[str, dict[str, float]] = {}
     actual = x[start:]
     for label, (selection, error) in SELECTORS.items():
-        cfg = replace(base, selection=selection, selection_error=error)  # type: ignore[arg-type]
+        cfg = replace(base, selection=selection, selection_error=error)
         res = select_batch(x, members, cfg, 0.95)
         rows = slice(start, x.size)
         covered = (actual >= res.lower[rows]) & (actual <= res.upper[rows])
@@ -310,8 +316,6 @@ def main(argv: list[str] | None = None) -> int:
               "--baseline-window >= 2", file=sys.stderr)
         return 2
     try:
-        from ppe.evaluation.baselines import fitter
-
         for b in baselines:
             fitter(b)
         opts = EvalOptions(

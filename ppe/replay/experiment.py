@@ -92,6 +92,7 @@ class ReplayConfig:
     schedule_samples: int = 2000
     predict_samples: int = 4000
     include_runs: bool = True
+    inputs: str = "analog"
 
     def __post_init__(self) -> None:
         if self.hosts < 1:

@@ -112,7 +112,7 @@ def test_aggregations() -> None:
 
 
 def test_parameters_aliases_defaults_and_requires() -> None:
-    text = "param n alias size, side\nparam k = 3\nrequire n >= 1 : \"n too small\"\nX[p] = n * k\n"
+    text = 'param n alias size, side\nparam k = 3\nrequire n >= 1 : "n too small"\nX[p] = n * k\n'
     assert value(text, {"side": 2}) == [6.0] * 4
     assert value(text, {"n": 2, "k": 1}) == [2.0] * 4
     with pytest.raises(ParameterError) as info:
@@ -182,3 +182,9 @@ def test_iteration_sum_of_a_run_constant_is_a_multiple() -> None:
     assert many.makespan.mean() == pytest.approx(50 * one.makespan.mean(), rel=1e-12)
     assert many.makespan.std() == pytest.approx(50 * one.makespan.std(), rel=1e-12)
     assert np.isclose(many.per_host[0].std(), 50 * one.per_host[0].std(), rtol=1e-12)
+
+
+def test_overflow_is_an_evaluation_error_not_a_crash() -> None:
+    with pytest.raises(EvaluationError) as info:
+        value("X[p] = 1e300 * 1e300\n")
+    assert "non-finite" in info.value.message

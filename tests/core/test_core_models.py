@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -29,16 +31,13 @@ LAT = [5e-4, 8e-4, 3e-4, 1e-3]
 ROWS = [1200, 700, 1100, 1000]
 
 
+def _point(x: float | None) -> Point | None:
+    return None if x is None else Point(x)
+
+
 def dedicated_hosts() -> list[HostInputs]:
     return [
-        HostInputs(
-            f"h{p}",
-            BENCH[p],
-            Point(CPU[p]),
-            None if BW_NEXT[p] is None else Point(BW_NEXT[p]),
-            None if BW_PREV[p] is None else Point(BW_PREV[p]),
-            LAT[p],
-        )
+        HostInputs(f"h{p}", BENCH[p], Point(CPU[p]), _point(BW_NEXT[p]), _point(BW_PREV[p]), LAT[p])
         for p in range(4)
     ]
 
@@ -61,11 +60,12 @@ def test_sor_dedicated_hosts_reproduce_hand_computation(engine: str) -> None:
     end, middle = 0, 1
     for p in (end, middle, 2, 3):
         got = pred.per_host[p]
-        assert isinstance(got, Point if engine != "mc" else Samples) and got.std() == 0.0
+        assert isinstance(got, Point if engine != "mc" else Samples)
+        assert got.std() <= 1e-12 * got.mean()
         assert got.mean() == pytest.approx(ITERS * hand_iter_time(p), rel=1e-9, abs=0)
     expected = ITERS * max(hand_iter_time(p) for p in range(4))
     assert pred.makespan.mean() == pytest.approx(expected, rel=1e-9, abs=0)
-    assert pred.makespan.std() == 0.0
+    assert pred.makespan.std() <= 1e-12 * expected
 
 
 def test_jacobi2d_dedicated_hosts() -> None:
@@ -108,7 +108,9 @@ def test_model_predictions_agree_across_engines(model: str) -> None:
     hs = stochastic_hosts(16)
     rows = [250] * 16
     a = predict(model, {"n": N, "iterations": ITERS}, hs, rows, engine="analytic")
-    m = predict(model, {"n": N, "iterations": ITERS}, hs, rows, engine="mc", samples=100_000, seed=1)
+    m = predict(
+        model, {"n": N, "iterations": ITERS}, hs, rows, engine="mc", samples=100_000, seed=1
+    )
     assert (a.engine, m.engine, m.samples, m.seed) == ("analytic", "mc", 100_000, 1)
     for x, y in [(a.makespan, m.makespan), *zip(a.per_host, m.per_host, strict=True)]:
         assert x.mean() == pytest.approx(y.mean(), rel=0.01)
@@ -122,7 +124,7 @@ def test_auto_engine_reports_why_it_used_monte_carlo() -> None:
     assert wide.engine == "mc" and wide.samples == 20_000 and wide.seed == 0
     assert wide.note is not None and "FracAvailCPU" in wide.note
     hs = stochastic_hosts(4)
-    hs[2] = HostInputs("h2", 2e-8, Mixture([0.5, 0.5], [0.3, 0.9], [0.02, 0.02]), *hs[2][3:])  # type: ignore[misc]
+    hs[2] = replace(hs[2], cpu=Mixture([0.5, 0.5], [0.3, 0.9], [0.02, 0.02]))
     mixed = predict("sor", params, hs, [500] * 4)
     assert mixed.engine == "mc" and "mixture" in (mixed.note or "")
     with pytest.raises(ParameterError):
@@ -206,7 +208,9 @@ def test_linear_host_models_match_predictions(engine: str) -> None:
         assert b.mean() > 0 and a.mean() > 0
         assert r * a.mean() + b.mean() == pytest.approx(t.mean(), rel=1e-9)
         # a depends on the CPU only, b on the links only: independent
-        assert np.hypot(r * a.std(), b.std()) == pytest.approx(t.std(), rel=1e-6 if engine == "analytic" else 0.01)
+        assert np.hypot(r * a.std(), b.std()) == pytest.approx(
+            t.std(), rel=1e-6 if engine == "analytic" else 0.01
+        )
     # dedicated: a = I * n * Benchmark / cpu exactly
     (a0, b0), *_ = linear_host_models("sor", params, dedicated_hosts())
     assert a0.mean() == pytest.approx(ITERS * N * BENCH[0] / CPU[0], rel=1e-9)
@@ -226,6 +230,7 @@ def test_linear_host_models_reject_non_affine_models() -> None:
         ({"params": {"n": N}}, "I"),
         ({"params": {"n": N, "I": 10, "bogus": 1}}, "bogus"),
         ({"params": {"n": -5, "I": 10}}, "n"),
+        ({"params": {"n": N, "iterations": 2.5}}, "I"),
         ({"allocation": [1, 2, 3]}, "allocation"),
         ({"allocation": [1, 2, 3, -4]}, "allocation[3]"),
         ({"allocation": [1, 2, 3, 4.5]}, "allocation[3]"),

@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -31,6 +32,10 @@ HOSTS = {"vm65": "65.csv.gz", "vm413": "413.csv.gz"}
 SAMPLES = 288  # one day at the traces' 300 s spacing
 LINK_CAPACITY = 12.5e6  # B/s, a 100 Mbit/s link; the trace's own network traffic competes for it
 BENCHMARK = {"vm65": 2.0e-8, "vm413": 3.0e-8}  # dedicated s per element update
+# A small replay job, run by the server while the browser visits the other pages.
+REPLAY = {"traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "242.csv.gz"], "hosts": 3,
+          "starts": 6, "n": 2000, "iterations": 100, "executor": "serial",
+          "strategies": ["block", "mean", "conservative"]}
 
 pytestmark = [
     pytest.mark.browser,
@@ -109,6 +114,12 @@ class Browser:
         self.errors.append(f"console: {message.text} ({url})")
 
 
+UNLABELLED_JS = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
+    .filter(el => !((el.labels && el.labels.length) || el.getAttribute('aria-label')
+                    || el.getAttribute('aria-labelledby') || (el.tagName === 'BUTTON' && el.textContent.trim())))
+    .map(el => el.outerHTML.slice(0, 120))"""
+
+
 def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, object]:
     """Drive the dashboard like an operator would; return what was read back from the pages."""
     from playwright.sync_api import expect, sync_playwright
@@ -141,6 +152,7 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
             expect(page.locator("#hosts-body .ival")).to_have_count(len(HOSTS))
             expect(page.locator("#status")).to_contain_text("Updated")
             page.screenshot(path=str(out_dir / "overview.png"), full_page=True)
+            unlabelled = page.evaluate(UNLABELLED_JS)
             # Filtering narrows the list live.
             page.get_by_label("Filter", exact=True).fill("413")
             expect(rows).to_have_count(1)
@@ -155,9 +167,11 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
             found["history_traces"] = history.locator(".scatterlayer .trace").count()
             expect(page.locator("#chart-dist .barlayer .trace").first).to_be_attached()
             expect(page.locator("#chart-battery .barlayer .trace").first).to_be_attached()
-            expect(page.locator("#links-body tr")).to_have_count(1)
+            expect(page.locator("#links-body tr[data-peer]")).to_have_count(1)
+            expect(page.locator("#status")).to_contain_text("Updated")
             found["predictor"] = page.locator("#t-predictor").inner_text()
             page.screenshot(path=str(out_dir / "host.png"), full_page=True)
+            unlabelled += page.evaluate(UNLABELLED_JS)
 
             # Playground: schedules under three strategies, strips read back from the tables.
             page.get_by_role("link", name="Schedules").click()
@@ -176,16 +190,29 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
             expect(page.locator("#chart-strips .barlayer .trace")).to_have_count(len(HOSTS))
             expect(page.locator("#recent-body tr[data-id]").first).to_be_visible()
             page.screenshot(path=str(out_dir / "playground.png"), full_page=True)
+            unlabelled += page.evaluate(UNLABELLED_JS)
 
-            # Replays: the job list renders (empty or not) without errors.
+            # Replays: the job runs to completion in the list, then its report draws.
             page.get_by_role("link", name="Replays").click()
-            expect(page.locator("#status")).not_to_have_text("Loading…")
+            job = page.locator("#jobs-body tr[data-id]")
+            expect(job).to_have_count(1)
+            expect(job.locator(".badge")).to_have_text("done", timeout=90_000)
             page.screenshot(path=str(out_dir / "replays.png"), full_page=True)
+            job.get_by_role("link", name="Report").click()
+            expect(page.locator("#summary-body tr[data-strategy]")).to_have_count(3)
+            for chart in ("#chart-makespans", "#chart-ratio", "#chart-time", "#chart-modes"):
+                expect(page.locator(chart + " svg.main-svg").first).to_be_visible()
+            found["replay_strategies"] = page.locator("#summary-body tr").evaluate_all(
+                "rs => rs.map(r => r.dataset.strategy)")
+            page.screenshot(path=str(out_dir / "replay-report.png"), full_page=True)
+            unlabelled += page.evaluate(UNLABELLED_JS)
+            found["unlabelled"] = unlabelled
+            report_path = page.url[len(base_url):]
 
             # Phone width: no page scrolls sideways.
             page.set_viewport_size({"width": 390, "height": 844})
             widths = {}
-            for path in ("/", "/hosts/vm65", "/playground"):
+            for path in ("/", "/hosts/vm65", "/playground", "/replays", report_path):
                 page.goto(base_url + path)
                 page.wait_for_load_state("networkidle")
                 widths[path] = page.evaluate("document.documentElement.scrollWidth")
@@ -210,8 +237,11 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
     pytest.importorskip("playwright.sync_api")
     started = time.monotonic()
     db_url = f"sqlite:///{tmp_path / 'browser.db'}"
-    tokens = {role: make_token(db_url, role) for role in ("sensor", "operator")}
-    server = server_factory(db_url)
+    tokens = {"sensor": make_token(db_url, "sensor")}  # the first call also migrates the store
+    with ThreadPoolExecutor(1) as pool:  # the second overlaps the server's start-up
+        operator = pool.submit(make_token, db_url, "operator")
+        server = server_factory(db_url, "--trace-dir", str(traces_dir))
+        tokens["operator"] = operator.result()
     with httpx.Client(base_url=server.base_url, timeout=30) as api:
         sensor = {"Authorization": f"Bearer {tokens['sensor']}"}
         operator = {"Authorization": f"Bearer {tokens['operator']}"}
@@ -222,6 +252,8 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
             r = api.put(f"/api/v1/resources/{name}", headers=operator,
                         json={"properties": {"benchmark": bench}})
             assert r.status_code == 200, r.text
+        r = api.post("/api/v1/replays", headers=operator, json=REPLAY)
+        assert r.status_code == 202, r.text
 
     found = walkthrough(server.base_url, tokens["operator"], SCREENSHOTS)
 
@@ -234,9 +266,12 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
         assert set(s["rows"]) == set(HOSTS), s
         assert sum(s["rows"].values()) == 2000, s
     assert strips[0]["rows"]["vm65"] == strips[0]["rows"]["vm413"] == 1000  # block: equal strips
+    assert found["replay_strategies"] == REPLAY["strategies"]
+    assert found["unlabelled"] == [], found["unlabelled"]  # including controls drawn by scripts
     assert all(w <= 390 for w in found["phone_widths"].values()), found["phone_widths"]
     assert found["external"] == [], found["external"]
     assert found["errors"] == [], found["errors"]
-    for name in ("login", "overview", "host", "playground", "replays", "overview-phone"):
+    for name in ("login", "overview", "host", "playground", "replays", "replay-report",
+                 "overview-phone"):
         shot = SCREENSHOTS / f"{name}.png"
         assert shot.stat().st_size > 10_000 and shot.stat().st_mtime >= started - 1, name

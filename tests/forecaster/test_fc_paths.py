@@ -68,3 +68,35 @@ def test_online_rejects_bad_measurements() -> None:
         fc.update(11.0, float("nan"))
     one = fc.forecast()
     assert one.value == 0.5 and one.n == 1 and np.isnan(one.mse)
+
+
+def replay_online(trace: Trace, every: int) -> tuple[np.ndarray, list[tuple[int, object]]]:
+    fc = SeriesForecaster()
+    members, picks = [], []
+    for i, (t, v) in enumerate(zip(trace.timestamps.tolist(), trace.availability.tolist(),
+                                   strict=True)):
+        fc.update(t, v)
+        members.append(fc.member_forecasts())
+        if i % every == 0:
+            picks.append((i + 1, fc.forecast()))
+    return np.array(members), picks
+
+
+def assert_same(trace: Trace, every: int) -> None:
+    members, picks = replay_online(trace, every)
+    batch = batch_forecasts(trace.availability)
+    np.testing.assert_array_equal(members, batch.members[1:])
+    for row, one in picks:
+        assert (one.value, one.lower, one.upper) == (
+            batch.forecast[row], batch.lower[row], batch.upper[row])
+        assert one.predictor == batch.names[batch.winner[row]]
+
+
+def test_online_equals_batch_whole_trace(traces: dict[str, Trace]) -> None:
+    assert_same(traces["233"], every=10)
+
+
+@pytest.mark.slow
+def test_online_equals_batch_every_trace(traces: dict[str, Trace]) -> None:
+    for trace in traces.values():
+        assert_same(trace, every=50)

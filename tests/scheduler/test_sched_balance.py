@@ -212,7 +212,8 @@ def test_rows_sum_and_times_equal_up_to_one_row(
     spec: list[tuple[float, float, int, int | None]], total: int
 ) -> None:
     lo_sum = sum(lo for _, _, lo, _ in spec)
-    hi_sum = math.inf if any(hi is None for *_, hi in spec) else sum(hi for *_, hi in spec)
+    highs = [hi for _, _, _, hi in spec]
+    hi_sum = math.inf if None in highs else sum(h for h in highs if h is not None)
     hosts = _hosts(spec)
     if not lo_sum <= total <= hi_sum:
         with pytest.raises(Infeasible):

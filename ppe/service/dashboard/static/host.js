@@ -7,6 +7,9 @@
   const host = $("#host-page").dataset.host;
   const hostPath = encodeURIComponent(host);
   let resource = null;
+  let lastBattery = null;
+  let showAllMembers = false;
+  const BATTERY_TOP = 12;
 
   function selected() {
     const [metric, peer] = $("#series").value.split("|");
@@ -173,7 +176,7 @@
         const wsum = comps.reduce((a, c) => a + c.weight, 0) || 1;
         comps.forEach((c, i) => traces.push({ x: xs, y: xs.map((x) => (c.weight / wsum) * P.normalPdf(x, c.mean, c.std)),
           mode: "lines", name: "mode " + (i + 1) + " (" + Math.round(100 * c.weight / wsum) + " %)",
-          line: { color: P.colorFor(null, i + 1), width: 1.4, dash: "dash" } }));
+          line: { color: P.colorFor(null, i + 2), width: 1.6, dash: "dash" } }));
       }
     } else if (f && !f.insufficient && P.finite(f.mean)) {
       const v = d.components && d.components[0] && P.finite(d.components[0].mean) ? d.components[0].mean : f.mean;
@@ -183,7 +186,7 @@
     const top = Math.max(histMax, Math.min(curveMax, 3 * histMax)) * 1.08;
     const xaxis = { ...axisFor(metric), range: [lo, hi] };
     delete xaxis.rangemode;
-    P.plot("#chart-dist", traces, { xaxis, yaxis: { title: { text: "density" }, range: [0, top] }, shapes,
+    P.plot("#chart-dist", traces, { xaxis, yaxis: { title: { text: "density" }, range: [0, top], showticklabels: false }, shapes,
       bargap: 0, margin: { l: 60, r: 16, t: 36, b: 48 } });
   }
 
@@ -191,12 +194,24 @@
   /** Errors of every predictor over the shown history (the history view reports them), the
       current winner highlighted. */
   function drawBattery(metric, hist, f) {
+    lastBattery = [metric, hist, f];
     const source = (hist && hist.members) || (f && f.members) || {};
     const members = Object.entries(source).map(([name, e]) => [name, {
       mae: e.mae, rmse: P.finite(e.rmse) ? e.rmse : (P.finite(e.mse) ? Math.sqrt(e.mse) : null) }])
       .filter(([, e]) => P.finite(e.mae));
     if (!members.length) { P.empty("#chart-battery", f && f.insufficient ? "The battery needs more history." : "No per-predictor errors reported."); return; }
     members.sort((a, b) => a[1].mae - b[1].mae);
+    const all = members.length;
+    const toggle = $("#battery-all");
+    toggle.hidden = all <= BATTERY_TOP;
+    toggle.textContent = showAllMembers ? "Show the best " + BATTERY_TOP : "Show all " + all;
+    toggle.setAttribute("aria-pressed", String(showAllMembers));
+    if (!showAllMembers && all > BATTERY_TOP) {
+      const shown = members.slice(0, BATTERY_TOP);
+      const w = members.find((m) => m[0] === (f && f.predictor));
+      if (w && !shown.includes(w)) shown.push(w);
+      members.length = 0; members.push(...shown);
+    }
     const names = members.map((m) => m[0]);
     const winner = f && f.predictor;
     const colors = names.map((n) => n === winner ? "#3b5bdb" : "#b8c2d8");
@@ -209,7 +224,9 @@
     { yaxis: { autorange: "reversed", automargin: true, tickfont: { size: 11 } },
       xaxis: { title: { text: metric === "cpu" ? "mean absolute error (percentage points)" : "mean absolute error" } },
       margin: { l: 120, r: 16, t: 8, b: 48 }, bargap: 0.25, showlegend: false });
-    P.setText("#battery-note", winner ? "Winning now: " + winner + ". Errors over the " + (hist && hist.values ? hist.values.length : "") + " samples shown." : "");
+    P.setText("#battery-note", (winner ? "Winning now: " + winner + ". " : "") + "Mean absolute error of each of the " + all +
+      " predictors over the " + (hist && hist.values ? hist.values.length + " " : "") + "samples shown" +
+      (names.length < all ? "; the " + names.length + " best are drawn." : "."));
   }
 
   /* ---- links table ---- */
@@ -222,7 +239,7 @@
       const f = results[i].ok ? results[i].value : null;
       const age = P.finite(s.latest_timestamp) ? P.now() - s.latest_timestamp : null;
       const good = f && !f.insufficient;
-      return h("tr", {},
+      return h("tr", { dataset: { peer: s.peer, metric: s.metric } },
         h("td", {}, h("a", { href: P.root + "/hosts/" + encodeURIComponent(s.peer) }, s.peer)),
         h("td", {}, P.METRIC_LABEL[s.metric] || s.metric),
         h("td", { class: "num" }, P.metricValue(s.metric, s.latest_value)),
@@ -268,6 +285,10 @@
       else if (e.status !== 401) P.liveStatus(false, "Update failed: " + e.message);
     }
   }, () => $("#live").checked);
+  $("#battery-all").addEventListener("click", () => {
+    showAllMembers = !showAllMembers;
+    if (lastBattery) drawBattery(...lastBattery);
+  });
   $("#controls").addEventListener("submit", (e) => e.preventDefault());
   for (const id of ["#series", "#horizon", "#confidence", "#limit"]) $(id).addEventListener("change", refresh);
   $("#live").addEventListener("change", () => { if ($("#live").checked) refresh(); });

@@ -120,8 +120,8 @@
       return h("tr", { dataset: { host: a.host, rows: String(a.rows) } },
         h("th", { scope: "row" }, h("span", { class: "swatch", style: { background: colorOf(a.host) }, "aria-hidden": "true" }), " ", a.host),
         h("td", { class: "num rows" }, String(a.rows)),
-        h("td", { class: "num" }, P.seconds(a.time && a.time.mean)),
-        h("td", { class: "num muted" }, iv ? P.secondsRange(iv[0], iv[1]) : P.DASH));
+        h("td", { class: "num" }, P.seconds(a.time && a.time.mean),
+          h("div", { class: "muted small" }, iv ? P.secondsRange(iv[0], iv[1]) : "")));
     });
     return h("article", { class: "card strategy-card", dataset: { strategy, id: String(r.id ?? "") } }, head,
       h("div", { class: "makespan" }, P.seconds(m.mean)),
@@ -132,7 +132,7 @@
         h("div", { class: "strip-table table-wrap" }, h("table", { class: "data strips" },
           h("caption", { class: "visually-hidden" }, "Strips for the " + strategy + " strategy"),
           h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Host"), h("th", { scope: "col", class: "num" }, "Rows"),
-            h("th", { scope: "col", class: "num" }, "Time"), h("th", { scope: "col", class: "num" }, "Interval"))),
+            h("th", { scope: "col", class: "num" }, "Time · " + P.confidenceLabel(m.confidence)))),
           h("tbody", {}, rows)))));
   }
 

@@ -137,11 +137,12 @@ window.PPE = (function () {
     return { div: 1e-6, suffix: "µs" };
   }
   function inUnit(x, unit, digits = 3) { return finite(x) ? num(x / unit.div, digits) + " " + unit.suffix : DASH; }
-  /** "5.7 – 10.3 s": a duration range with its unit written once. */
+  /** "5.7 – 10.3 s": a duration range with its unit written once when both ends share it. */
   function secondsRange(lo, hi) {
     if (!finite(lo) || !finite(hi)) return DASH;
-    const unit = timeUnit([lo, hi]);
-    return num(lo / unit.div, 3) + " – " + inUnit(hi, unit);
+    const a = seconds(lo); const b = seconds(hi);
+    const ua = a.split(" ").pop(); const ub = b.split(" ").pop();
+    return ua === ub ? a.slice(0, -ua.length - 1) + " – " + b : a + " – " + b;
   }
   function rate(x) {
     if (!finite(x)) return DASH;

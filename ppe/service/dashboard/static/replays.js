@@ -23,6 +23,14 @@
       h("span", { class: "muted small" }, done + " / " + total + " (" + P.pct(done / total, 0) + ")"));
   }
 
+  function setup(cfg) {
+    if (!cfg) return P.DASH;
+    const traces = (cfg.traces || []).length;
+    return [cfg.app && cfg.app + (cfg.n ? " n=" + cfg.n : "") + (cfg.iterations ? " × " + cfg.iterations : ""),
+      cfg.hosts && cfg.hosts + " hosts", cfg.starts && cfg.starts + " starts", traces && traces + " trace" + (traces > 1 ? "s" : ""),
+      (cfg.strategies || []).join(", ")].filter(Boolean).join(" · ");
+  }
+
   async function load() {
     const jobs = await P.api("/replays");
     const body = $("#jobs-body");
@@ -30,11 +38,14 @@
     const sorted = jobs.slice().sort((a, b) => (b.created_at || 0) - (a.created_at || 0));
     body.replaceChildren(...(sorted.length ? sorted.map((job) => h("tr", { dataset: { id: String(job.id) } },
       h("td", { class: "num" }, String(job.id)),
-      h("td", {}, h("span", { class: "badge " + badgeClass(job.status) }, job.status || "unknown")),
+      h("td", {}, h("span", { class: "badge " + badgeClass(job.status) }, job.status || "unknown"),
+        job.error ? h("div", { class: "muted small" }, job.error) : null),
+      h("td", {}, setup(job.config)),
       h("td", {}, progressCell(job)),
-      h("td", {}, P.when(job.created_at)),
+      h("td", {}, P.when(job.created_at), P.finite(job.finished_at) && P.finite(job.created_at)
+        ? h("div", { class: "muted small" }, "took " + P.age(job.finished_at - job.created_at)) : null),
       h("td", {}, h("a", { href: P.root + "/replays/" + encodeURIComponent(job.id) }, "Report →"))))
-      : [h("tr", { class: "empty" }, h("td", { colspan: 5 }, "No replay jobs yet. Start one with ppe replay or POST /api/v1/replays."))]));
+      : [h("tr", { class: "empty" }, h("td", { colspan: 6 }, "No replay jobs yet. Start one with ppe replay or POST /api/v1/replays."))]));
     P.liveStatus(true, (anyRunning ? "Watching running jobs · " : "") + "Updated " + new Date().toLocaleTimeString());
   }
 
