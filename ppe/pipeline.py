@@ -275,7 +275,7 @@ class PlanOptions:
     predict_samples: int = 20000
     engine: str = "auto"
     seed: int = 0
-    max_rounds: int = 5
+    max_rounds: int = 8
     tolerance: float = 0.05
     initial_horizon: float | None = None
 
@@ -432,6 +432,64 @@ def _predict(
     return pred, per_host
 
 
+@dataclass(frozen=True)
+class Settled:
+    """Outcome of :func:`settle_horizon`: the chosen round's value and horizon."""
+
+    value: Any
+    horizon_s: float | None
+    makespan: float
+    rounds: int
+    converged: bool
+    history: tuple[tuple[float | None, float], ...]
+
+
+def settle_horizon(
+    step: Callable[[float | None], tuple[float, Any]],
+    start: float | None = None,
+    tol: float = 0.05,
+    max_iter: int = 8,
+) -> Settled:
+    """Fixed point ``T = f(H)`` of horizon -> predicted mean makespan, robustly.
+
+    ``step(H)`` returns ``(f(H), payload)``. Plain iteration ``H <- f(H)`` (what
+    ``ppe.core.iterate_horizon`` does) oscillates when f falls steeply with H — a host
+    saturated now looks far slower over a short horizon than over a long one — and
+    replay saw it stop after its last round with a horizon 30x off the prediction. So:
+    plain steps until the fixed point is bracketed (one H with ``f(H) > H``, one with
+    ``f(H) < H``), then bisection in log space. Returns the round whose prediction is
+    closest to its own horizon.
+    """
+    if not tol > 0 or max_iter < 1:
+        raise ValueError("tol must be > 0 and max_iter >= 1")
+    lo: float | None = None  # f(lo) > lo: horizon too short
+    hi: float | None = None  # f(hi) < hi: horizon too long
+    horizon = start
+    history: list[tuple[float | None, float]] = []
+    best: tuple[float, int, Any] | None = None
+    for k in range(1, max_iter + 1):
+        length, payload = step(horizon)
+        if not (math.isfinite(length) and length > 0):
+            raise ValueError(f"predicted makespan must be positive and finite, got {length!r}")
+        history.append((horizon, length))
+        gap = math.inf if horizon is None else abs(math.log(length / horizon))
+        if best is None or gap <= best[0]:
+            best = (gap, k, payload)
+        if horizon is not None and abs(length - horizon) <= tol * horizon:
+            break
+        if horizon is not None:
+            if length > horizon:
+                lo = horizon if lo is None else max(lo, horizon)
+            else:
+                hi = horizon if hi is None else min(hi, horizon)
+        horizon = math.sqrt(lo * hi) if lo is not None and hi is not None else length
+    assert best is not None
+    _, k, payload = best
+    h, length = history[k - 1]
+    converged = h is not None and abs(length - h) <= tol * h
+    return Settled(payload, h, length, len(history), converged, tuple(history))
+
+
 def plan(
     app: Any,
     params: Mapping[str, Any],
@@ -442,45 +500,38 @@ def plan(
 ) -> PlanResult:
     """Schedule ``app`` over ``hosts`` (chain order) with ``strategy``, horizon settled.
 
-    Each round asks ``forecasts_for(horizon)`` (``None`` first: the forecaster's own
-    default, unless ``options.initial_horizon``), balances, predicts the chosen
-    allocation, and uses the predicted mean makespan as the next horizon; it stops when
-    the horizon moves by less than ``options.tolerance`` (relative) or after
-    ``options.max_rounds`` rounds, returning the last round.
+    Each round asks ``forecasts_for(horizon)`` (``None`` first: one sample ahead,
+    unless ``options.initial_horizon``), balances, predicts the chosen allocation, and
+    proposes the next horizon from the predicted mean makespan (:func:`settle_horizon`);
+    it stops when prediction and horizon agree within ``options.tolerance`` or after
+    ``options.max_rounds`` rounds, returning the most self-consistent round.
     """
     opts = options or PlanOptions()
     if not hosts:
         raise ValueError("no hosts to schedule on")
     model = resolve_model(app)
-    last: dict[str, Any] = {}
-
-    def predict_fn(forecasts: Mapping[str, HostForecasts]) -> Any:
+    def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
+        forecasts = dict(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
         sched = _schedule(model, params, hosts, inputs, strategy, opts)
         rows = {h.name: int(sched.rows.get(h.name, 0)) for h in hosts}
         pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)
-        last.update(schedule=sched, rows=rows, per_host=per_host)
-        return pred
+        return float(pred.makespan.mean()), (forecasts, sched, rows, pred, per_host)
 
-    res = core.iterate_horizon(
-        predict_fn,
-        lambda h: dict(forecasts_for(h)),
-        start_horizon=opts.initial_horizon,
-        tol=opts.tolerance,
-        max_iter=opts.max_rounds,
-    )
+    res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
+    forecasts, sched, rows, pred, per_host = res.value
     return PlanResult(
         strategy=strategy,
         hosts=[h.name for h in hosts],
-        rows=last["rows"],
-        per_host=last["per_host"],
-        makespan=res.prediction.makespan,
-        inputs=res.inputs,
+        rows=rows,
+        per_host=per_host,
+        makespan=pred.makespan,
+        inputs=forecasts,
         horizon_s=res.horizon_s,
-        rounds=res.iterations,
+        rounds=res.rounds,
         converged=res.converged,
-        schedule=last["schedule"],
-        prediction=res.prediction,
+        schedule=sched,
+        prediction=pred,
     )
 
 
@@ -501,28 +552,21 @@ def predict_allocation(
     clean = {h.name: int(rows[h.name]) for h in hosts}
     if any(r < 0 for r in clean.values()):
         raise ValueError("rows must be non-negative")
-    per_host_box: dict[str, Any] = {}
-
-    def predict_fn(forecasts: Mapping[str, HostForecasts]) -> Any:
+    def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
+        forecasts = dict(forecasts_for(horizon))
         pred, per_host = _predict(model, params, hosts, forecasts, clean, opts)
-        per_host_box.update(per_host)
-        return pred
+        return float(pred.makespan.mean()), (forecasts, pred, per_host)
 
-    res = core.iterate_horizon(
-        predict_fn,
-        lambda h: dict(forecasts_for(h)),
-        start_horizon=opts.initial_horizon,
-        tol=opts.tolerance,
-        max_iter=opts.max_rounds,
-    )
+    res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
+    forecasts, pred, per_host = res.value
     return PredictResult(
         hosts=[h.name for h in hosts],
         rows=clean,
-        per_host=dict(per_host_box),
-        makespan=res.prediction.makespan,
-        inputs=res.inputs,
+        per_host=per_host,
+        makespan=pred.makespan,
+        inputs=forecasts,
         horizon_s=res.horizon_s,
-        rounds=res.iterations,
+        rounds=res.rounds,
         converged=res.converged,
-        prediction=res.prediction,
+        prediction=pred,
     )

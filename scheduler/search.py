@@ -17,6 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
+from scheduler.laws import quantiles
 from scheduler.problem import SEARCH_STREAM, Problem
 
 FloatArray = NDArray[np.float64]
@@ -80,8 +81,7 @@ def _starts(problem: Problem, objective: str) -> list[IntArray]:
     ks = [0.0, *sorted({*START_KS, problem.k} - {0.0})]
     starts = [problem.balanced(*problem.shifted(k), f"start k={k}") for k in ks]
     if objective == "quantile":
-        a = np.array([law.ppf(problem.quantile) for law in problem.a])
-        b = np.array([law.ppf(problem.quantile) for law in problem.b])
+        a, b = quantiles(problem.a, problem.quantile), quantiles(problem.b, problem.quantile)
         if np.all(a > 0):
             starts.append(problem.balanced(a, b, "start quantile"))
     return starts

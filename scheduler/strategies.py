@@ -1,16 +1,16 @@
 """Scheduling strategies over stochastic hosts, and the schedule they produce.
 
 Each strategy picks integer rows; every schedule is then reported the same way, on the same
-common random numbers: per host the time ``a * rows + b`` (exact normal when a and b are normal,
-exact moments plus a sampled interval otherwise) and the makespan ``max_p`` of those times,
-sampled jointly.
+common random numbers: per host the time ``a * rows + b`` (exact when a and b are normals or
+mixtures of normals; exact moments and a sampled interval otherwise) and the makespan
+``max_p`` of those times, sampled jointly. Hosts given no rows take no time.
 
 - ``block``: equal strips (bounds respected).
 - ``static``: strips by dedicated speed only (``a_dedicated``), AppLeS's compile-time partition.
 - ``mean``: balance the means of a and b.
 - ``conservative``: balance mean + k std of a and of b; high-variance hosts get less work.
-- ``quantile``: balance the q-quantiles of a and of b, read with each value's true ``ppf``
-  (so a bimodal mixture's slow mode counts, unlike mean + k std).
+- ``quantile``: balance the q-quantiles of a and of b, the true quantiles (of the whole
+  mixture, for mixtures), so a bimodal host's slow mode counts, unlike mean + k std.
 - ``expected``: minimise the expected makespan by Monte Carlo (scheduler.search).
 - ``quantile-makespan``: minimise the q-quantile of the makespan by Monte Carlo.
 """
@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler import search
-from scheduler.laws import Law, affine, components, mixture_quantiles, scratch
+from scheduler.laws import Law, affine, components, mixture_quantiles, quantiles, scratch
 from scheduler.problem import REPORT_STREAM, Problem, StochasticHost, sample_times
 from scheduler.stats import TimeStats, check_confidence, row_interval
 
@@ -89,9 +89,8 @@ def _conservative(p: Problem) -> IntArray:
 
 
 def _quantile(p: Problem) -> IntArray:
-    a = np.array([law.ppf(p.quantile) for law in p.a])
-    b = np.array([law.ppf(p.quantile) for law in p.b])
-    return p.balanced(a, b, f"quantile {p.quantile}")
+    return p.balanced(quantiles(p.a, p.quantile), quantiles(p.b, p.quantile),
+                      f"quantile {p.quantile}")
 
 
 def _expected(p: Problem) -> IntArray:

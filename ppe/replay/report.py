@@ -61,6 +61,16 @@ def _oracle_stats(oracle: np.ndarray) -> dict[str, Any]:
     }
 
 
+def _sources(source: Sequence[str], strategies: Sequence[str]) -> dict[str, int]:
+    """How often each oracle search step (or strategy candidate) gave the best schedule."""
+    out: dict[str, int] = {}
+    for s in source:
+        if s.startswith("candidate-"):
+            s = "strategy:" + strategies[int(s.split("-")[1])]
+        out[s] = out.get(s, 0) + 1
+    return dict(sorted(out.items()))
+
+
 def build_report(
     config: ReplayConfig,
     cases: Sequence[Case],
@@ -103,6 +113,7 @@ def build_report(
             "all": _oracle_stats(orc),
             "single": _oracle_stats(orc[~multi]),
             "multi": _oracle_stats(orc[multi]),
+            "found_by": _sources(oracle.source, config.strategies),
         },
         "runs": [],
     }

@@ -252,3 +252,13 @@ def test_every_control_has_a_label(dash) -> None:  # type: ignore[no-untyped-def
         for b in m.buttons:
             assert b["_text"] or b.get("aria-label"), f"{path}: button without a name {b}"
         assert '<html lang="en">' in html and 'name="viewport"' in html
+
+
+def test_links_follow_a_proxy_root_path(tmp_path: Path) -> None:
+    """Behind a reverse proxy (uvicorn --root-path /ppe) every link and redirect keeps the prefix."""
+    url = f"sqlite:///{tmp_path / 'root.db'}"
+    with TestClient(create_app(Settings(database_url=url)), root_path="/ppe") as client:
+        r = client.get("/ppe/playground", follow_redirects=False)
+        assert r.headers["location"] == "/ppe/login?next=%2Fplayground"
+        refs = [v for _, _, v in parse(client.get("/ppe/login").text).refs]
+        assert refs and all(v.startswith(("/ppe/", "#")) for v in refs), refs

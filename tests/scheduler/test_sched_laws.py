@@ -7,7 +7,7 @@ import pytest
 import scipy.stats as st
 
 from scheduler import StochasticHost, schedule, simulate_makespans
-from scheduler.laws import affine, components, draw, draw_components, law_of
+from scheduler.laws import affine, components, draw, draw_components, law_of, quantiles
 from scheduler.stats import row_interval
 from scheduler.synthetic import Mixture, Normal, Point
 
@@ -71,6 +71,22 @@ def test_cache_growth_keeps_schedules_identical() -> None:
     big = [StochasticHost(f"b{i}", Normal(1.0, 0.1)) for i in range(50)]
     schedule(big, 5000, "expected", seed=11)
     assert schedule(hosts, 300, "expected", seed=11) == before
+
+
+@pytest.mark.parametrize(
+    "mix",
+    [Mixture((0.8, 0.2), (1.0, 3.0), (0.05, 0.05)),
+     Mixture((0.3, 0.3, 0.4), (0.0, 0.1, 5.0), (1.0, 0.01, 2.0)),
+     Mixture((0.99, 0.01), (1.0, 100.0), (0.1, 1.0))],
+)
+def test_vectorised_mixture_quantiles_match_a_root_search(mix: Mixture) -> None:
+    law = law_of(mix)
+    for q in (0.001, 0.05, 0.5, 0.95, 0.995, 0.999):
+        assert quantiles([law, law_of(Normal(2.0, 0.5))], q)[0] == pytest.approx(
+            float(mix.ppf(q)), rel=1e-9, abs=1e-9)
+    assert quantiles([law_of(Normal(2.0, 0.5))], 0.975)[0] == pytest.approx(
+        2.0 + 0.5 * st.norm.ppf(0.975))
+    assert quantiles([law_of(st.gamma(2.0))], 0.9)[0] == pytest.approx(st.gamma(2.0).ppf(0.9))
 
 
 @pytest.mark.parametrize("n", [2, 3, 10, 4000, 4001])

@@ -75,7 +75,9 @@ def _dashboard_role(request: Request) -> str | None:
 
 
 def _to_login(request: Request) -> RedirectResponse:
-    here = request.url.path[len(_root(request)):] or "/"
+    root, here = _root(request), request.url.path
+    if root and here.startswith(root):
+        here = here[len(root):] or "/"
     if request.url.query:
         here += "?" + request.url.query
     return RedirectResponse(f"{_root(request)}/login?next={quote(here, safe='')}", 303)
