@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Hashable, MutableMapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,6 +13,7 @@ from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, fit_distribution
 from forecaster.history import FloatArray
 from forecaster.horizon import DEFAULT_LOOKBACK_S, _spacing, horizon_distribution
+from forecaster.online import OneStep, SeriesForecaster
 
 
 class InsufficientData(ValueError):
@@ -119,6 +120,8 @@ def forecast_series(
     config: ForecasterConfig | None = None,
     lookback_s: float = DEFAULT_LOOKBACK_S,
     fit_options: FitOptions | None = None,
+    state: SeriesForecaster | None = None,
+    fit_cache: MutableMapping[Hashable, Distribution] | None = None,
 ) -> SeriesForecast:
     """Forecast a series as of ``now`` (default: just after its newest sample).
 
@@ -134,28 +137,25 @@ def forecast_series(
         raise InsufficientData(int(xs.size), cfg.min_samples)
     last = float(ts[-1])
     at = last if now is None else float(now)
-    result = batch_forecasts(xs, cfg, confidence)
-    row = result.n
+    step = _one_step(xs, cfg, confidence, state if state is not None and
+                     state.last_timestamp == last else None)
     spacing = _spacing(ts)
     horizon = spacing if horizon_s is None else float(horizon_s)
-    if horizon <= spacing:
-        recent = xs[ts >= at - lookback_s]
-        dist = fit_distribution(recent if recent.size else xs[-1:], fit_options)
-    else:
-        # "now" is exclusive; as of the newest sample means just after it.
-        end = float(np.nextafter(last, math.inf)) if now is None else at
-        dist = horizon_distribution(
-            ts, xs, horizon, end, lookback_s=lookback_s, options=fit_options
-        )
+    key = (xs.size, last, horizon, now, lookback_s, fit_options)
+    dist = fit_cache.get(key) if fit_cache is not None else None
+    if dist is None:
+        dist = _distribution(ts, xs, now, at, horizon, spacing, lookback_s, fit_options)
+        if fit_cache is not None:
+            fit_cache[key] = dist
     lo, hi = dist.interval(confidence)
     return SeriesForecast(
-        value=_clip(float(result.forecast[row]), bounds),
-        lower=_clip(float(result.lower[row]), bounds),
-        upper=_clip(float(result.upper[row]), bounds),
+        value=_clip(step.value, bounds),
+        lower=_clip(step.lower, bounds),
+        upper=_clip(step.upper, bounds),
         confidence=confidence,
-        predictor=result.names[int(result.winner[row])],
-        mse=float(result.mse[row]),
-        mae=float(result.mae[row]),
+        predictor=step.predictor,
+        mse=step.mse,
+        mae=step.mae,
         n=int(xs.size),
         age_s=max(0.0, at - last),
         last_timestamp=last,
@@ -166,3 +166,44 @@ def forecast_series(
         std=dist.std,
         interval=(_clip(lo, bounds), _clip(hi, bounds)),
     )
+
+
+def _one_step(
+    xs: FloatArray, cfg: ForecasterConfig, confidence: float, state: SeriesForecaster | None
+) -> OneStep:
+    """The winner's next-value forecast: from live online state if given, else a batch replay."""
+    if state is not None:
+        return state.forecast(confidence)
+    result = batch_forecasts(xs, cfg, confidence)
+    row = result.n
+    return OneStep(
+        value=float(result.forecast[row]),
+        lower=float(result.lower[row]),
+        upper=float(result.upper[row]),
+        confidence=confidence,
+        predictor=result.names[int(result.winner[row])],
+        mse=float(result.mse[row]),
+        mae=float(result.mae[row]),
+        n=int(xs.size),
+        last_timestamp=math.nan,
+        members={},
+    )
+
+
+def _distribution(
+    ts: FloatArray,
+    xs: FloatArray,
+    now: float | None,
+    at: float,
+    horizon: float,
+    spacing: float,
+    lookback_s: float,
+    fit_options: FitOptions | None,
+) -> Distribution:
+    """One sample's distribution over the look-back, or the horizon average's from block means."""
+    if horizon <= spacing:
+        recent = xs[ts >= at - lookback_s]
+        return fit_distribution(recent if recent.size else xs[-1:], fit_options)
+    # "now" is exclusive; as of the newest sample means just after it.
+    end = float(np.nextafter(float(ts[-1]), math.inf)) if now is None else at
+    return horizon_distribution(ts, xs, horizon, end, lookback_s=lookback_s, options=fit_options)

@@ -1,23 +1,35 @@
-"""Per-series history cache that feeds the forecaster, shared by every endpoint of one worker.
+"""Per-series forecaster state, shared by every endpoint of one worker.
 
-Each worker keeps the recent history of the series it has been asked about and catches up from
-the store with one small query (rows after the newest it holds) when its copy is older than
-`fresh_s`. Forecast results are memoised on (series, newest sample, sample count, horizon,
-confidence), so repeated schedules over the same hosts cost dictionary look-ups, and any new
-measurement — from this worker or another — changes the key.
+Each worker keeps, for the series it has been asked about, the recent history and the NWS
+battery's online state, and catches up from the store with one small query (rows after the
+newest it holds) when its copy is older than `fresh_s` or this worker just stored new rows.
+The online state makes a new sample cost one incremental update instead of a replay; fitted
+distributions are cached per (data, horizon), and horizons are snapped to a grid of 2^(1/8)
+steps (at most 4.4 % off) so the horizon loop of many requests lands on the same fits.
+Results are memoised on (series, newest sample, sample count, horizon, confidence), so repeated
+schedules over the same hosts cost dictionary look-ups; any new measurement changes the key.
+Forecasts `at` a past time are computed from the store, from rows strictly before it.
 """
 
 from __future__ import annotations
 
+import math
 import threading
 import time
-from dataclasses import dataclass, field
+from collections.abc import Hashable
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 from sqlalchemy import Engine
 
-from forecaster import InsufficientData, SeriesForecast, forecast_series
+from forecaster import (
+    Distribution,
+    InsufficientData,
+    SeriesForecast,
+    SeriesForecaster,
+    forecast_series,
+)
 from ppe.service.store.measurements import read_series
 
 CPU_BOUNDS = (0.0, 1.0)
@@ -28,12 +40,31 @@ def bounds_for(metric: str) -> tuple[float, float]:
     return CPU_BOUNDS if metric == "cpu" else NONNEGATIVE
 
 
+def snap_horizon(horizon_s: float | None) -> float | None:
+    if horizon_s is None:
+        return None
+    return float(2.0 ** (round(math.log2(horizon_s) * 8) / 8))
+
+
 @dataclass
 class _History:
     timestamps: np.ndarray = field(default_factory=lambda: np.empty(0))
     values: np.ndarray = field(default_factory=lambda: np.empty(0))
+    online: SeriesForecaster | None = None
+    fits: dict[Hashable, Distribution] = field(default_factory=dict)
     checked_at: float = 0.0
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+    def extend(self, ts: list[float], vals: list[float], limit: int) -> None:
+        if self.online is None:
+            self.online = SeriesForecaster.from_history(ts, vals)
+        else:
+            for t, v in zip(ts, vals, strict=True):
+                self.online.update(t, v)
+        self.timestamps = np.concatenate([self.timestamps, ts])[-limit:]
+        self.values = np.concatenate([self.values, vals])[-limit:]
+        if len(self.fits) > 256:
+            self.fits.clear()
 
 
 class ForecastCache:
@@ -54,7 +85,8 @@ class ForecastCache:
             for h in targets:
                 h.checked_at = 0.0
 
-    def history(self, series_id: int) -> tuple[np.ndarray, np.ndarray]:
+    def _fresh(self, series_id: int) -> _History:
+        """The series' state, caught up with the store (call with no lock held)."""
         with self._lock:
             h = self._histories.setdefault(series_id, _History())
         with h.lock:
@@ -65,9 +97,13 @@ class ForecastCache:
                     self.engine, series_id, after=after, limit=self.history_limit
                 )
                 if ts:
-                    h.timestamps = np.concatenate([h.timestamps, ts])[-self.history_limit :]
-                    h.values = np.concatenate([h.values, vals])[-self.history_limit :]
+                    h.extend(ts, vals, self.history_limit)
                 h.checked_at = now
+        return h
+
+    def history(self, series_id: int) -> tuple[np.ndarray, np.ndarray]:
+        h = self._fresh(series_id)
+        with h.lock:
             return h.timestamps, h.values
 
     def history_before(self, series_id: int, at: float) -> tuple[np.ndarray, np.ndarray]:
@@ -84,25 +120,32 @@ class ForecastCache:
         confidence: float = 0.95,
         at: float | None = None,
     ) -> SeriesForecast:
-        """Raises forecaster.InsufficientData when the series is too short to say anything."""
-        if at is None:
-            ts, vals = self.history(series_id)
-        else:
+        """Raises forecaster.InsufficientData when the series is too short to say anything.
+
+        `age_s` of a live forecast is measured against the wall clock, so stale sensors show.
+        """
+        horizon_s = snap_horizon(horizon_s)
+        if at is not None:
             ts, vals = self.history_before(series_id, at)
-        newest = float(ts[-1]) if ts.size else None
-        key = (series_id, ts.size, newest, horizon_s, confidence, at)
-        with self._lock:
-            hit = self._results.get(key)
-        if hit is not None:
-            return hit
-        result = forecast_series(
-            ts, vals, now=at, horizon_s=horizon_s, confidence=confidence, bounds=bounds_for(metric)
-        )
-        with self._lock:
-            if len(self._results) > 50_000:
-                self._results.clear()
-            self._results[key] = result
-        return result
+            return forecast_series(ts, vals, now=at, horizon_s=horizon_s,
+                                   confidence=confidence, bounds=bounds_for(metric))
+        h = self._fresh(series_id)
+        with h.lock:
+            ts, vals = h.timestamps, h.values
+            newest = float(ts[-1]) if ts.size else None
+            key = (series_id, ts.size, newest, horizon_s, confidence)
+            with self._lock:
+                result = self._results.get(key)
+            if result is None:
+                result = forecast_series(
+                    ts, vals, horizon_s=horizon_s, confidence=confidence,
+                    bounds=bounds_for(metric), state=h.online, fit_cache=h.fits,
+                )
+                with self._lock:
+                    if len(self._results) > 50_000:
+                        self._results.clear()
+                    self._results[key] = result
+        return replace(result, age_s=max(0.0, time.time() - result.last_timestamp))
 
 
 __all__ = ["ForecastCache", "InsufficientData", "bounds_for"]
