@@ -3,6 +3,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 DB     ?= sqlite:///ppe.db
+# Server-side traces replay jobs may read (the shared Bitbrains set, when it is there).
+TRACE_DIR ?= $(wildcard ../shared/traces)
 PYTEST_ARGS ?=
 
 .PHONY: run test lint bench clean
@@ -21,7 +23,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 
 ## Set up and start the service with its dashboard on an embedded SQLite store.
 run: $(VENV)/.installed
-	$(BIN)/ppe serve --db $(DB)
+	$(BIN)/ppe serve --db $(DB) $(if $(TRACE_DIR),--trace-dir $(TRACE_DIR))
 
 ## Set up and run the whole test suite.
 test: $(VENV)/.installed-test
