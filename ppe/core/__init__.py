@@ -20,6 +20,7 @@ from .predict import (
 from .stochastic import (
     Mixture,
     Normal,
+    Numeric,
     Point,
     Samples,
     Stochastic,
@@ -41,6 +42,7 @@ __all__ = [
     "Mixture",
     "ModelError",
     "Normal",
+    "Numeric",
     "ParameterError",
     "Point",
     "Prediction",

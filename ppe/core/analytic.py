@@ -88,6 +88,15 @@ _id_lock = threading.Lock()
 _next_id = 1
 
 
+def new_source_id() -> int:
+    """One fresh, globally unique id (every stochastic value takes one)."""
+    global _next_id
+    with _id_lock:
+        out = _next_id
+        _next_id += 1
+    return out
+
+
 def new_source_ids(k: int) -> IntArray:
     """Allocate ``k`` fresh, globally unique source ids (increasing)."""
     global _next_id

@@ -4,8 +4,8 @@ Every expression is evaluated for ``m`` *lanes* at once: a component ``X[p]``
 asked for all hosts is one evaluation with ``p = [0, 1, ..., P-1]``; an
 aggregation ``sum(q in neighbours(p): ...)`` expands the lanes to one per
 (p, q) pair and reduces them back.  Lane values are points (float arrays),
-canonical normal forms (analytic engine) or aligned samples (Monte Carlo) -
-see :mod:`ppe.core.lanes`.
+separable forms (numeric engine), canonical normal forms (analytic engine) or
+aligned samples (Monte Carlo) - see :mod:`ppe.core.lanes`.
 
 Semantics worth knowing:
 
@@ -22,8 +22,9 @@ Semantics worth knowing:
 * ``FracAvailCPU`` is floored at ``CPU_FLOOR`` (0.01) and ``BWAvail`` at
   ``BW_FLOOR_FRACTION`` (1 %) of its mean, sample by sample under Monte Carlo, so
   quotients stay finite when a normal forecast puts mass near zero.  The
-  analytic engine never sees that region: it hands over to Monte Carlo when an
-  availability has non-negligible mass (beyond 7 sigma) below its floor.
+  numeric engine applies the same floors exactly (a point mass at the floor);
+  the analytic engine never sees that region: it hands over to Monte Carlo when
+  an availability has non-negligible mass (beyond 7 sigma) below its floor.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ import numpy.typing as npt
 
 from . import analytic as an
 from . import lanes
+from . import numeric as nm
 from .analytic import HandOver, Lin
 from .errors import EvaluationError, ParameterError, StochasticError
 from .grammar import (
@@ -91,29 +93,38 @@ class InputBanks:
     latency: FloatArray
     cpu: list[Stochastic]
     links: list[Stochastic | None]  # slot 2p: p -> p+1, slot 2p+1: p -> p-1
-    mode: str  # "analytic" | "mc"
+    mode: str  # "numeric" | "analytic" | "mc"
     strict: bool
     space: Space | None = None
     _cache: dict[str, Value] = field(default_factory=dict)
+    _sources: tuple[nm.Sources, list[int], list[int]] | None = None
 
     @property
     def P(self) -> int:  # noqa: N802 - the grammar's name
         return len(self.names)
 
+    def cpu_floors(self) -> FloatArray:
+        return np.full(self.P, CPU_FLOOR)
+
+    def link_floors(self) -> FloatArray:
+        means = np.array([abs(v.mean()) if v is not None else 1.0 for v in self.links])
+        return BW_FLOOR_FRACTION * means
+
     def cpu_bank(self) -> Value:
         if "cpu" not in self._cache:
-            floors = np.full(self.P, CPU_FLOOR)
-            self._cache["cpu"] = self._bank(self.cpu, floors, "FracAvailCPU")
+            self._cache["cpu"] = self._bank(self.cpu, self.cpu_floors(), "FracAvailCPU")
         return self._cache["cpu"]
 
     def link_bank(self) -> Value:
         if "link" not in self._cache:
-            present = [v if v is not None else None for v in self.links]
-            means = np.array([abs(v.mean()) if v is not None else 1.0 for v in present])
-            self._cache["link"] = self._bank(present, BW_FLOOR_FRACTION * means, "BWAvail")
+            self._cache["link"] = self._bank(self.links, self.link_floors(), "BWAvail")
         return self._cache["link"]
 
     def _bank(self, values: list[Any], floors: FloatArray, what: str) -> Value:
+        if self.mode == "numeric":
+            src, cpu_cols, link_cols = self.num_sources()
+            cols = cpu_cols if what == "FracAvailCPU" else link_cols
+            return nm.bank(values, floors, src, cols)
         if self.mode == "mc":
             assert self.space is not None
             out = np.empty((len(values), self.space.n))
@@ -128,6 +139,23 @@ class InputBanks:
 
     def _host_of(self, k: int, what: str) -> str:
         return self.names[k // 2 if what == "BWAvail" else k]
+
+    def num_sources(self) -> tuple[nm.Sources, list[int], list[int]]:
+        """The numeric engine's sources: one per distinct stochastic input (the
+        same object used twice is one source; inputs that merely share part of
+        their randomness hand over), with each input's column (-1: a point)."""
+        if self._sources is None:
+            reg = _SourceRegistry()
+            cpu_cols = [
+                reg.column(v, f, f"FracAvailCPU of host {self.names[k]!r}")
+                for k, (v, f) in enumerate(zip(self.cpu, self.cpu_floors(), strict=True))
+            ]
+            link_cols = [
+                reg.column(v, f, f"BWAvail of host {self.names[k // 2]!r}")
+                for k, (v, f) in enumerate(zip(self.links, self.link_floors(), strict=True))
+            ]
+            self._sources = (nm.Sources.build(reg.values, reg.floors), cpu_cols, link_cols)
+        return self._sources
 
     def _lin_bank(self, values: list[Any], floors: FloatArray, what: str) -> Lin:
         """Canonical forms of the inputs; points are floored like samples are."""
@@ -164,6 +192,38 @@ class InputBanks:
         return Lin(mus, ids, A, np.concatenate(thirds)[first])
 
 
+class _SourceRegistry:
+    """Distinct stochastic inputs for the numeric engine, by identity."""
+
+    def __init__(self) -> None:
+        self.values: list[Any] = []
+        self.floors: list[float] = []
+        self._keys: dict[tuple[Any, ...], int] = {}
+        self._owner: dict[int, tuple[Any, ...]] = {}
+
+    def column(self, v: Any, floor: float, label: str) -> int:
+        if v is None or v.kind == "point" or (v.kind == "normal" and v.std() == 0):
+            return -1
+        if v.kind == "normal":
+            ids = tuple(int(i) for i in v._ids)
+            key: tuple[Any, ...] = ("normal", ids, v.mu, tuple(v._coefs.tolist()), float(floor))
+        elif v.kind == "mixture":
+            ids = (int(v.uid),)
+            key = ("mixture", ids, float(floor))
+        else:
+            raise HandOver(f"{label} is a {v.kind} value")
+        for i in ids:
+            if self._owner.setdefault(i, key) != key:
+                raise HandOver(f"{label} shares randomness with another input")
+        col = self._keys.get(key)
+        if col is None:
+            col = len(self.values)
+            self._keys[key] = col
+            self.values.append(v)
+            self.floors.append(float(floor))
+        return col
+
+
 # --------------------------------------------------------------------- evaluator
 
 
@@ -171,7 +231,7 @@ def _unique_rows(args: list[FloatArray]) -> tuple[FloatArray, IntArray]:
     """Distinct index tuples and, per lane, which one it is."""
     if len(args) == 1:
         a = args[0]
-        if a.shape[0] < 2 or bool(np.all(a[1:] > a[:-1])):  # the usual 0..P-1
+        if a.shape[0] < 2 or bool((a[1:] > a[:-1]).all()):  # the usual 0..P-1
             return a[:, None], np.arange(a.shape[0])
     stacked = np.stack(args, axis=1)
     uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
@@ -187,6 +247,47 @@ def _err(message: str, node: Node, name: str | None = None) -> EvaluationError:
     return EvaluationError(message, line=tok.line, column=tok.column, token=tok.text, name=name)
 
 
+_ROWS_FREE: dict[str, frozenset[str]] = {}
+
+
+def rows_free(model: CompiledModel) -> frozenset[str]:
+    """Names of the components whose value does not depend on ``rows`` (directly
+    or through other components), cached per model text."""
+    hit = _ROWS_FREE.get(model.digest)
+    if hit is not None:
+        return hit
+    refs: dict[str, set[str]] = {}
+    for name, d in model.definitions.items():
+        found: set[str] = set()
+        _collect_names(d.body, found)
+        refs[name] = found
+    uses: dict[str, bool] = {}
+
+    def depends(name: str) -> bool:
+        if name not in uses:
+            uses[name] = True  # no recursion in a valid model; be safe anyway
+            uses[name] = "rows" in refs[name] or any(
+                depends(r) for r in refs[name] if r in model.definitions
+            )
+        return uses[name]
+
+    out = frozenset(n for n in model.definitions if not depends(n))
+    _ROWS_FREE[model.digest] = out
+    return out
+
+
+def _collect_names(node: Node, out: set[str]) -> None:
+    if isinstance(node, Name | Index):
+        out.add(node.name)
+    for child in vars(node).values():
+        if isinstance(child, Node):
+            _collect_names(child, out)
+        elif isinstance(child, tuple):
+            for c in child:
+                if isinstance(c, Node):
+                    _collect_names(c, out)
+
+
 class Evaluator:
     """Evaluates one model for one set of parameters, inputs and rows."""
 
@@ -196,7 +297,11 @@ class Evaluator:
         params: Mapping[str, float],
         banks: InputBanks,
         rows: FloatArray,
+        shared: dict[tuple[str, int, bytes], Value] | None = None,
     ) -> None:
+        """``shared``: a memo for the components that do not depend on ``rows``,
+        passed to every evaluation on the same banks (linear_host_models evaluates
+        three row counts; the communication terms are computed once)."""
         self.model = model
         self.params = dict(params)
         self.banks = banks
@@ -204,6 +309,8 @@ class Evaluator:
         self.P = banks.P
         self.ctx = LaneCtx(strict=banks.strict, space=banks.space)
         self.memo: dict[tuple[str, int, bytes], Value] = {}
+        self.shared = shared
+        self._rows_free = rows_free(model) if shared is not None else frozenset()
         self._alias = {a: spec.name for spec in model.params for a in (spec.name, *spec.aliases)}
 
     # components
@@ -212,20 +319,21 @@ class Evaluator:
         distinct index tuple and shared by components with the same formula)."""
         d = self.model.definitions[name]
         canon = self.model.canonical[name]
+        memo = self.shared if self.shared is not None and name in self._rows_free else self.memo
         if not args:
             key = (canon, 0, b"")
-            val = self.memo.get(key)
+            val = memo.get(key)
             if val is None:
                 val = self._as_value(self.eval(d.body, {}, 1), d.body)
-                self.memo[key] = val
+                memo[key] = val
             return lanes.broadcast(val, m)
         uniq, inverse = _unique_rows(args)
         key = (canon, len(args), uniq.tobytes())
-        val = self.memo.get(key)
+        val = memo.get(key)
         if val is None:
             env = {ix: uniq[:, k] for k, ix in enumerate(d.indices)}
             val = self._as_value(self.eval(d.body, env, uniq.shape[0]), d.body)
-            self.memo[key] = val
+            memo[key] = val
         if uniq.shape[0] == m and np.array_equal(inverse, np.arange(m)):
             return val
         return lanes.take_lanes(val, inverse)
@@ -333,8 +441,11 @@ class Evaluator:
     def indices(self, node: Index, env: dict[str, FloatArray], m: int) -> list[FloatArray]:
         out = []
         for a in node.args:
+            if isinstance(a, Name) and a.name in env:  # index variables are integers
+                out.append(env[a.name])
+                continue
             v = self.det(a, env, m)
-            if not np.all(np.isfinite(v)) or np.any(v != np.round(v)):
+            if not np.isfinite(v).all() or (v != np.round(v)).any():
                 bad = v[(~np.isfinite(v)) | (v != np.round(v))][0]
                 raise _err(f"index of {node.name} must be an integer, got {bad:g}", a, node.name)
             out.append(v)
@@ -342,7 +453,7 @@ class Evaluator:
 
     def host_index(self, node: Index, v: FloatArray) -> IntArray:
         bad = (v < 0) | (v >= self.P)
-        if np.any(bad):
+        if bad.any():
             raise _err(
                 f"{node.name}: host index {int(v[bad][0])} is out of range 0..{self.P - 1}",
                 node,
@@ -364,7 +475,7 @@ class Evaluator:
             return lanes.take_lanes(self.banks.cpu_bank(), p)
         q = self.host_index(node, args[1])
         step = q - p
-        if np.any(np.abs(step) != 1):
+        if (np.abs(step) != 1).any():
             k = int(np.flatnonzero(np.abs(step) != 1)[0])
             raise _err(
                 f"{nm}[{p[k]}, {q[k]}]: hosts {p[k]} and {q[k]} are not neighbours in the chain",
@@ -414,7 +525,7 @@ class Evaluator:
             return np.tile(np.arange(self.P, dtype=np.float64), m), np.full(m, self.P)
         if dom.kind == "neighbours":
             e = self.det(dom.args[0], env, m)
-            if np.any(e != np.round(e)) or np.any((e < 0) | (e >= self.P)):
+            if (e != np.round(e)).any() or ((e < 0) | (e >= self.P)).any():
                 raise _err(f"neighbours(): not a host index: {unparse(dom.args[0])}", dom)
             cand = np.stack([e - 1, e + 1], axis=1)
             valid = (cand >= 0) & (cand < self.P)
@@ -478,7 +589,7 @@ class Evaluator:
         return self.expand(dom, env, m)[1]
 
     def no_empty(self, node: Agg, counts: IntArray) -> None:
-        if node.op != "sum" and np.any(counts == 0):
+        if node.op != "sum" and (counts == 0).any():
             raise _err(f"{node.op} over an empty domain: {unparse(node.domain)}", node)
 
     def check_size(self, node: Node, lanes_: int) -> None:

@@ -5,7 +5,8 @@ A lane value is one of
 
 * a float array ``(m,)`` - deterministic lanes (points),
 * :class:`~ppe.core.analytic.Lin` - canonical normal forms (analytic engine),
-* :class:`~ppe.core.montecarlo.Smp` - aligned samples (Monte Carlo engine).
+* :class:`~ppe.core.montecarlo.Smp` - aligned samples (Monte Carlo engine),
+* :class:`~ppe.core.numeric.Num` - separable values and maxima (numeric engine).
 
 The grammar evaluator runs a whole model with one lane per host (or per host
 pair), so 64 hosts cost one numpy operation per model node, not 64.  Public
@@ -20,13 +21,15 @@ import numpy as np
 import numpy.typing as npt
 
 from . import analytic as an
+from . import numeric as nm
 from .analytic import Lin
 from .errors import StochasticError
 from .montecarlo import Smp, Space
+from .numeric import Num
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Value = FloatArray | Lin | Smp
+Value = FloatArray | Lin | Smp | Num
 
 
 @dataclass
@@ -40,20 +43,32 @@ class LaneCtx:
 
 
 def nlanes(v: Value) -> int:
-    if isinstance(v, Lin | Smp):
+    if isinstance(v, Lin | Smp | Num):
         return v.m
     return int(v.shape[0])
 
 
 def is_det(v: Value) -> bool:
-    return not isinstance(v, Lin | Smp)
+    return not isinstance(v, Lin | Smp | Num)
+
+
+def means(v: Value) -> FloatArray:
+    """Each lane's mean (exact for points, normal forms and numeric values)."""
+    if isinstance(v, Lin):
+        return v.mu
+    if isinstance(v, Smp):
+        out: FloatArray = v.x.mean(axis=1)
+        return out
+    if isinstance(v, Num):
+        return v.means()
+    return np.asarray(v, dtype=np.float64)
 
 
 def to_lin(v: Value) -> Lin:
     if isinstance(v, Lin):
         return v
-    if isinstance(v, Smp):
-        raise TypeError("samples cannot be turned into a normal form")
+    if isinstance(v, Smp | Num):
+        raise TypeError(f"{type(v).__name__} values cannot be turned into a normal form")
     return an.lin_const(v)
 
 
@@ -67,6 +82,8 @@ def to_smp(v: Value, space: Space) -> Smp:
     if isinstance(v, Lin):
         z = space.z_block(v.ids)
         return Smp(v.mu[:, None] + v.A @ z, space)
+    if isinstance(v, Num):
+        raise TypeError("numeric values do not mix with samples in one evaluation")
     return Smp(np.broadcast_to(v[:, None], (v.shape[0], space.n)), space)
 
 
@@ -81,7 +98,7 @@ def _space_for(x: Value, y: Value, ctx: LaneCtx) -> Space:
 
 
 def _check_divisor(d: FloatArray) -> None:
-    if not np.all(d):
+    if not d.all():
         raise StochasticError("division by zero")
 
 
@@ -94,6 +111,10 @@ def binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
 
 
 def _binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
+    if isinstance(x, Num) or isinstance(y, Num):
+        if isinstance(x, Lin | Smp) or isinstance(y, Lin | Smp):
+            raise TypeError("numeric values do not mix with other engines' values")
+        return nm.binary(op, x, y)
     if isinstance(x, Smp) or isinstance(y, Smp):
         space = _space_for(x, y, ctx)
         return _binary_smp(op, to_smp(x, space).x, to_smp(y, space).x, space)
@@ -154,6 +175,8 @@ def _binary_lin(op: str, x: Value, y: Value, strict: bool) -> Lin:
 
 
 def negate(x: Value) -> Value:
+    if isinstance(x, Num):
+        return nm.negate(x)
     if isinstance(x, Lin):
         return an.neg(x)
     if isinstance(x, Smp):
@@ -162,6 +185,8 @@ def negate(x: Value) -> Value:
 
 
 def take_lanes(x: Value, idx: IntArray) -> Value:
+    if isinstance(x, Num):
+        return nm.take(x, idx)
     if isinstance(x, Smp):
         if idx.shape[0] == x.m and np.array_equal(idx, np.arange(x.m)):
             return x
@@ -179,6 +204,8 @@ def broadcast(x: Value, m: int) -> Value:
         return x
     if isinstance(x, Lin):
         return an.take(x, np.zeros(m, dtype=np.int64))
+    if isinstance(x, Num):
+        return nm.take(x, np.zeros(m, dtype=np.int64))
     if isinstance(x, Smp):
         return Smp(np.broadcast_to(x.x[:1], (m, x.x.shape[1])), x.space)
     return np.broadcast_to(x[:1], (m,)).copy()
@@ -198,6 +225,8 @@ def concat_lanes(values: list[Value]) -> Value:
         return Smp(np.vstack([to_smp(v, space).x for v in values]), space)
     if all(is_det(v) for v in values):
         return np.concatenate([np.asarray(v) for v in values])
+    if any(isinstance(v, Num) for v in values):
+        return nm.concat([v for v in values if not isinstance(v, Lin | Smp)])
     return an.concat([to_lin(v) for v in values])
 
 
@@ -227,6 +256,8 @@ def reduce(op: str, x: Value, starts: IntArray, ctx: LaneCtx) -> Value:
     """Reduce contiguous, non-empty lane segments beginning at ``starts``."""
     if op == "min":
         return negate(reduce("max", negate(x), starts, ctx))
+    if isinstance(x, Num):
+        return nm.reduce(op, x, starts)
     if isinstance(x, Smp):
         ufunc = np.add if op == "sum" else np.maximum
         return Smp(ufunc.reduceat(x.x, starts, axis=0), x.space)

@@ -9,12 +9,15 @@ scheduler glue and the replay make.
 * :func:`builtin_models`, :func:`get_model`, :func:`compile_model`,
   :func:`validate_model` - the model registry.
 
-Engines: ``"analytic"`` (normal approximations, see :mod:`ppe.core.analytic`),
-``"mc"`` (Monte Carlo with ``samples`` draws from ``seed``), or ``"auto"``:
-analytic when every input is a point or a normal and no step's approximation is
-poor, otherwise the whole prediction is redone under Monte Carlo and
-``Prediction.note`` says why.  One engine per prediction keeps the per-host
-times and the makespan mutually consistent.
+Engines: ``"numeric"`` (exact distributions of separable models with
+independent hosts, any input shape, see :mod:`ppe.core.numeric`),
+``"analytic"`` (normal approximations that keep dependence between inputs, see
+:mod:`ppe.core.analytic`), ``"mc"`` (Monte Carlo with ``samples`` draws from
+``seed``), or ``"auto"``: numeric when the model's structure allows it, else
+analytic when every input is a point or a normal and no step's approximation
+is poor, else Monte Carlo; ``Prediction.note`` says why a later engine was
+used.  One engine per prediction keeps the per-host times and the makespan
+mutually consistent.
 """
 
 from __future__ import annotations
@@ -35,7 +38,8 @@ from .errors import EvaluationError, ParameterError
 from .evaluate import Evaluator, InputBanks, bind_params, check_requires
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
-from .stochastic import ENGINES, Stochastic, as_stochastic, from_lanes
+from .numeric import Num
+from .stochastic import Stochastic, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
@@ -82,11 +86,11 @@ class Prediction:
 
     makespan: Stochastic
     per_host: list[Stochastic]
-    engine: str  # "analytic" | "mc"
+    engine: str  # "numeric" | "analytic" | "mc"
     samples: int | None  # Monte Carlo sample count (None for analytic)
     seed: int | None
     hosts: list[str] = field(default_factory=list)
-    note: str | None = None  # why "auto" used Monte Carlo
+    note: str | None = None  # why "auto" did not use the numeric engine
 
     def to_dict(self, confidence: float = 0.95) -> dict[str, Any]:
         return {
@@ -135,6 +139,10 @@ def get_model(model: str | CompiledModel) -> CompiledModel:
 # ------------------------------------------------------------------- validation
 
 
+#: Engines a prediction can use ("auto": numeric, else analytic, else Monte Carlo).
+ENGINES = ("auto", "numeric", "analytic", "mc")
+
+
 def _check_engine(engine: str, samples: int, seed: int) -> None:
     if engine not in ENGINES:
         raise ParameterError(f"unknown engine {engine!r}; expected one of {ENGINES}", name="engine")
@@ -158,25 +166,32 @@ def _check_size(hosts: int, samples: int) -> None:
         )
 
 
-def _stoch(value: Any, label: str, positive: bool) -> Stochastic:
-    try:
-        v = as_stochastic(value)
-    except (TypeError, ValueError) as exc:
-        raise ParameterError(f"{label}: {exc}", name=label) from exc
+def _stoch(value: Any, label: str | Callable[[], str], positive: bool) -> Stochastic:
+    if isinstance(value, Stochastic):  # the common case: no conversion, cheap check
+        v = value
+    else:
+        try:
+            v = as_stochastic(value)
+        except (TypeError, ValueError) as exc:
+            name = label() if callable(label) else label
+            raise ParameterError(f"{name}: {exc}", name=name) from exc
     if positive and not v.mean() > 0:
-        raise ParameterError(f"{label} must have a positive mean, got {v.mean():g}", name=label)
+        name = label() if callable(label) else label
+        raise ParameterError(f"{name} must have a positive mean, got {v.mean():g}", name=name)
     return v
 
 
-def _finite(value: Any, label: str, low: float, strict: bool) -> float:
+def _finite(value: Any, label: str | Callable[[], str], low: float, strict: bool) -> float:
     try:
         v = float(value)
     except (TypeError, ValueError) as exc:
-        raise ParameterError(f"{label} must be a number, got {value!r}", name=label) from exc
+        name = label() if callable(label) else label
+        raise ParameterError(f"{name} must be a number, got {value!r}", name=name) from exc
     if isinstance(value, bool) or not math.isfinite(v) or v < low or (strict and v == low):
+        name = label() if callable(label) else label
         cmp = ">" if strict else ">="
         raise ParameterError(
-            f"{label} must be a finite number {cmp} {low:g}, got {value!r}", name=label
+            f"{name} must be a finite number {cmp} {low:g}, got {value!r}", name=name
         )
     return v
 
@@ -197,33 +212,66 @@ def _rows(allocation: Sequence[Any], hosts: int) -> FloatArray:
     return out
 
 
-def _banks(hosts: Sequence[HostInputs], mode: str, strict: bool, space: Space | None) -> InputBanks:
+@dataclass(frozen=True)
+class _Checked:
+    """Validated host inputs, ready to be laid out for any engine."""
+
+    names: list[str]
+    benchmark: FloatArray
+    latency: FloatArray
+    cpu: list[Stochastic]
+    links: list[Stochastic | None]
+
+    def banks(self, mode: str, strict: bool = False, space: Space | None = None) -> InputBanks:
+        return InputBanks(
+            self.names, self.benchmark, self.latency, self.cpu, self.links, mode, strict, space
+        )
+
+    def all_analytic(self) -> bool:
+        return all(v.analytic for v in self.cpu) and all(
+            v.analytic for v in self.links if v is not None
+        )
+
+
+def _label(k: int, what: str) -> Callable[[], str]:
+    """The field's name, built only when an error needs it."""
+    return lambda: f"hosts[{k}].{what}"
+
+
+def _check_hosts(hosts: Sequence[HostInputs]) -> _Checked:
     if not hosts:
         raise ParameterError("at least one host is needed", name="hosts")
-    names, bench, lat, cpu = [], [], [], []
+    P = len(hosts)
+    names: list[str] = []
+    bench, lat = np.empty(P), np.empty(P)
+    cpu: list[Stochastic] = []
     links: list[Stochastic | None] = []
     for k, h in enumerate(hosts):
-        label = f"hosts[{k}]"
         if not isinstance(h, HostInputs):
-            raise ParameterError(f"{label} must be a HostInputs", name=label)
+            raise ParameterError(f"hosts[{k}] must be a HostInputs", name=f"hosts[{k}]")
         names.append(h.name)
-        bench.append(_finite(h.benchmark, f"{label}.benchmark", 0.0, True))
-        lat.append(_finite(h.latency, f"{label}.latency", 0.0, False))
-        cpu.append(_stoch(h.cpu, f"{label}.cpu", True))
-        for side, val in (("bw_next", h.bw_next), ("bw_prev", h.bw_prev)):
-            links.append(None if val is None else _stoch(val, f"{label}.{side}", True))
-    if len(set(names)) != len(names):
+        bench[k] = _finite(h.benchmark, _label(k, "benchmark"), 0.0, True)
+        lat[k] = _finite(h.latency, _label(k, "latency"), 0.0, False)
+        cpu.append(_stoch(h.cpu, _label(k, "cpu"), True))
+        nxt, prv = h.bw_next, h.bw_prev
+        links.append(None if nxt is None else _stoch(nxt, _label(k, "bw_next"), True))
+        links.append(None if prv is None else _stoch(prv, _label(k, "bw_prev"), True))
+    if len(set(names)) != P:
         raise ParameterError("host names must be unique", name="hosts")
-    return InputBanks(names, np.array(bench), np.array(lat), cpu, links, mode, strict, space)
-
-
-def _all_analytic(banks: InputBanks) -> bool:
-    return all(v.analytic for v in banks.cpu) and all(
-        v.analytic for v in banks.links if v is not None
-    )
+    return _Checked(names, bench, lat, cpu, links)
 
 
 # -------------------------------------------------------------------- prediction
+
+Results = list[tuple[lanes.Value, lanes.Value | None]]
+
+
+@dataclass(frozen=True)
+class _Outcome(Generic[T]):
+    value: T
+    engine: str
+    space: Space | None
+    note: str | None
 
 
 def _run(
@@ -232,13 +280,15 @@ def _run(
     banks: InputBanks,
     rows_list: Sequence[FloatArray],
     what: str,
-) -> list[tuple[lanes.Value, lanes.Value | None]]:
+) -> Results:
     out = []
+    shared: dict[tuple[str, int, bytes], lanes.Value] = {}
     for rows in rows_list:
-        ev = Evaluator(model, values, banks, rows)
+        ev = Evaluator(model, values, banks, rows, shared)
         per_host = ev.component("HostTime", [np.arange(banks.P, dtype=np.float64)], banks.P)
         total = ev.component("ExecTime", [], 1) if what == "predict" else None
         out.append((per_host, total))
+    _check_finite(out)
     return out
 
 
@@ -251,33 +301,56 @@ def _with_engine(
     samples: int,
     seed: int,
     what: str,
-) -> tuple[list[tuple[lanes.Value, lanes.Value | None]], InputBanks, str | None]:
-    note = None
-    if engine != "mc":
-        banks = _banks(hosts, "analytic", engine == "auto", None)
-        if engine == "analytic" and not _all_analytic(banks):
-            raise ParameterError(
-                "the analytic engine needs point or normal inputs; use engine 'auto' or 'mc'",
-                name="engine",
+    finish: Callable[[Results, InputBanks], T],
+) -> _Outcome[T]:
+    """Evaluate with the requested engine; ``"auto"`` tries numeric, then analytic
+    (point/normal inputs only), then Monte Carlo, each taking over when the one
+    before hands over.  ``finish`` turns lane results into public values and runs
+    inside the attempt, so a hand-over while finishing also falls through."""
+    checked = _check_hosts(hosts)
+    reasons: list[str] = []
+    if engine in ("auto", "numeric"):
+        try:
+            banks = checked.banks("numeric")
+            return _Outcome(
+                finish(_run(model, values, banks, rows_list, what), banks), "numeric", None, None
             )
-        if _all_analytic(banks):
-            try:
-                result = _run(model, values, banks, rows_list, what)
-            except HandOver as exc:
-                note = f"Monte Carlo because {exc.reason}"
-            else:
-                _check_finite(result)
-                return result, banks, None
+        except HandOver as exc:
+            if engine == "numeric":
+                raise ParameterError(
+                    f"the numeric engine cannot evaluate this: {exc.reason}; "
+                    "use engine 'auto', 'analytic' or 'mc'",
+                    name="engine",
+                ) from exc
+            reasons.append(f"numeric: {exc.reason}")
+    if engine in ("auto", "analytic"):
+        if not checked.all_analytic():
+            if engine == "analytic":
+                raise ParameterError(
+                    "the analytic engine needs point or normal inputs; use engine 'auto' or 'mc'",
+                    name="engine",
+                )
+            reasons.append("analytic: an input is a mixture or samples")
         else:
-            note = "Monte Carlo because an input is a mixture or samples"
+            try:
+                banks = checked.banks("analytic", strict=engine == "auto")
+                value = finish(_run(model, values, banks, rows_list, what), banks)
+                note = f"analytic because {reasons[0]}" if reasons else None
+                return _Outcome(value, "analytic", None, note)
+            except HandOver as exc:
+                reasons.append(f"analytic: {exc.reason}")
     _check_size(len(hosts), samples)
-    banks = _banks(hosts, "mc", False, Space(samples, seed))
-    result = _run(model, values, banks, rows_list, what)
-    _check_finite(result)
-    return result, banks, note
+    space = Space(samples, seed)
+    banks = checked.banks("mc", space=space)
+    try:
+        value = finish(_run(model, values, banks, rows_list, what), banks)
+    finally:
+        space.release()
+    note = f"Monte Carlo because {'; '.join(reasons)}" if reasons else None
+    return _Outcome(value, "mc", space, note)
 
 
-def _check_finite(result: list[tuple[lanes.Value, lanes.Value | None]]) -> None:
+def _check_finite(result: Results) -> None:
     for pair in result:
         for name, v in zip(("HostTime", "ExecTime"), pair, strict=True):
             if v is None:
@@ -286,6 +359,8 @@ def _check_finite(result: list[tuple[lanes.Value, lanes.Value | None]]) -> None:
                 arrays = [v.x]
             elif isinstance(v, Lin):
                 arrays = [v.mu, v.A]
+            elif isinstance(v, Num):
+                arrays = [v.c, v.L, v.R]
             else:
                 arrays = [np.asarray(v)]
             if not all(np.all(np.isfinite(a)) for a in arrays):
@@ -317,19 +392,20 @@ def predict(
     values = bind_params(compiled, params)
     check_requires(compiled, values, len(hosts))
     rows = _rows(allocation, len(hosts))
-    result, banks, note = _with_engine(
-        compiled, values, hosts, [rows], engine, int(samples), int(seed), "predict"
+
+    def finish(result: Results, banks: InputBanks) -> tuple[list[Stochastic], Stochastic]:
+        per_host_v, total_v = result[0]
+        assert total_v is not None
+        return from_lanes(per_host_v), from_lanes(total_v)[0]
+
+    out = _with_engine(
+        compiled, values, hosts, [rows], engine, int(samples), int(seed), "predict", finish
     )
-    per_host_v, total_v = result[0]
-    assert total_v is not None
-    per_host = from_lanes(per_host_v)
-    makespan = from_lanes(total_v)[0]
-    if banks.space is not None:
-        banks.space.release()
-        return Prediction(
-            makespan, per_host, "mc", banks.space.n, banks.space.seed, banks.names, note
-        )
-    return Prediction(makespan, per_host, "analytic", None, None, banks.names, None)
+    per_host, makespan = out.value
+    names = [h.name for h in hosts]
+    if out.space is not None:
+        return Prediction(makespan, per_host, "mc", out.space.n, out.space.seed, names, out.note)
+    return Prediction(makespan, per_host, out.engine, None, None, names, out.note)
 
 
 #: Rows used to measure the slope of HostTime (any positive count works for an
@@ -350,11 +426,12 @@ def linear_host_models(
     ``b`` is HostTime with no rows (communication and latency); ``a`` is the
     exact difference quotient between ``_PROBE_ROWS`` rows and none, evaluated
     on the same inputs (so, e.g., ``a = I*n*Benchmark/FracAvailCPU`` for SOR
-    keeps its own distribution).  HostTime[p] must depend on rows[p] only and be
-    affine in it; the mean at twice the probe is checked.  Under Monte Carlo,
-    ``a`` and ``b`` are aligned samples; a consumer drawing them separately
-    treats them as independent (true for SOR/Jacobi2D: a depends on the CPU, b on
-    the links).
+    keeps its own distribution: exact, kind "numeric", under the numeric engine).
+    HostTime[p] must depend on rows[p] only and be affine in it; the mean at
+    twice the probe is checked.  ``a`` and ``b`` share the evaluation's inputs
+    (aligned samples under Monte Carlo); a consumer drawing them separately
+    treats them as independent (true for SOR/Jacobi2D: a depends on the CPU, b
+    on the links).
     """
     compiled = get_model(model)
     _check_engine(engine, samples, seed)
@@ -362,28 +439,33 @@ def linear_host_models(
     check_requires(compiled, values, len(hosts))
     P = len(hosts)
     probes = [np.zeros(P), np.full(P, _PROBE_ROWS), np.full(P, 2 * _PROBE_ROWS)]
-    result, banks, _ = _with_engine(
-        compiled, values, hosts, probes, engine, int(samples), int(seed), "linear"
+
+    def finish(result: Results, banks: InputBanks) -> list[tuple[Stochastic, Stochastic]]:
+        t0, t1, t2 = (r[0] for r in result)
+        ctx = lanes.LaneCtx(strict=False, space=banks.space)
+        slope = lanes.binary("/", lanes.binary("-", t1, t0, ctx), np.full(P, _PROBE_ROWS), ctx)
+        _check_linear(lanes.means(slope), lanes.means(t0), lanes.means(t2), banks.names)
+        return list(zip(from_lanes(slope), from_lanes(t0), strict=True))
+
+    return _with_engine(
+        compiled, values, hosts, probes, engine, int(samples), int(seed), "linear", finish
+    ).value
+
+
+def _check_linear(a: FloatArray, b: FloatArray, far: FloatArray, names: Sequence[str]) -> None:
+    """HostTime at twice the probe must be where the line through 0 and the probe says."""
+    expected = b + 2 * _PROBE_ROWS * a
+    tol = np.maximum(
+        1e-6 * np.maximum(np.abs(far), np.abs(expected)), 1e-12 * np.maximum(np.abs(far), 1.0)
     )
-    t0, t1, t2 = (r[0] for r in result)
-    ctx = lanes.LaneCtx(strict=False, space=banks.space)
-    slope = lanes.binary("/", lanes.binary("-", t1, t0, ctx), np.full(P, _PROBE_ROWS), ctx)
-    out = []
-    for a, b, far, name in zip(
-        from_lanes(slope), from_lanes(t0), from_lanes(t2), banks.names, strict=True
-    ):
-        expected = b.mean() + 2 * _PROBE_ROWS * a.mean()
-        got = far.mean()
-        if not math.isclose(got, expected, rel_tol=1e-6, abs_tol=1e-12 * max(abs(got), 1.0)):
-            raise ParameterError(
-                f"HostTime of host {name!r} is not linear in its rows "
-                f"({got:g} != {expected:g}); the scheduler needs time = a*rows + b",
-                name="HostTime",
-            )
-        out.append((a, b))
-    if banks.space is not None:
-        banks.space.release()
-    return out
+    bad = np.flatnonzero(~(np.abs(far - expected) <= tol))
+    if bad.size:
+        k = int(bad[0])
+        raise ParameterError(
+            f"HostTime of host {names[k]!r} is not linear in its rows "
+            f"({far[k]:g} != {expected[k]:g}); the scheduler needs time = a*rows + b",
+            name="HostTime",
+        )
 
 
 # ---------------------------------------------------------------------- horizon

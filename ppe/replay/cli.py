@@ -45,6 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--min-history", type=float, default=d.min_history_s)
     p.add_argument("--history", type=float, default=d.history_s,
                    help="seconds of history given to the forecaster (0 = all)")
+    p.add_argument("--inputs", default=d.inputs, choices=["analog", "forecaster"],
+                   help="how the pipeline builds CPU inputs (see ppe/replay/README.md)")
     p.add_argument("--no-runs", action="store_true", help="leave per-run records out of the JSON")
     p.add_argument("--out", default=None, help="JSON report path")
     p.add_argument("--html", default=None, help="HTML report path")
@@ -77,6 +79,7 @@ def config_from_args(args: argparse.Namespace) -> ReplayConfig:
         min_history_s=args.min_history,
         history_s=args.history if args.history and args.history > 0 else None,
         include_runs=not args.no_runs or bool(args.html),
+        inputs=args.inputs,
     )
 
 
@@ -102,9 +105,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             with Progress("[progress.description]{task.description}", BarColumn(),
                           MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
                 task = bar.add_task("planning", total=config.starts)
-                report = run_experiment(
-                    traces, config, lambda done, total: bar.update(task, completed=done, total=total)
-                )
+
+                def tick(done: int, total: int) -> None:
+                    bar.update(task, completed=done, total=total)
+
+                report = run_experiment(traces, config, tick)
     except (ValueError, RuntimeError) as exc:
         err.print(f"[red]ppe replay: {exc}[/red]")
         return 2

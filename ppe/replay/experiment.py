@@ -43,7 +43,9 @@ oracle are vectorised and stay on the client. Results are identical to a local r
 from __future__ import annotations
 
 import math
+import multiprocessing
 import os
+import threading
 import time
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -54,17 +56,30 @@ from typing import Any
 import numpy as np
 from threadpoolctl import threadpool_limits
 
+import scheduler
 from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
 from ppe.replay.traces import AVAILABILITY_FLOOR, Trace, read_traces
 
 ProgressFn = Callable[[int, int], None]
 
-DEFAULT_STRATEGIES = ("block", "static", "mean", "conservative", "quantile", "expected")
+#: Every strategy the scheduler offers (baselines first).
+DEFAULT_STRATEGIES: tuple[str, ...] = tuple(scheduler.STRATEGIES)
 
 
 @dataclass(frozen=True)
 class ReplayConfig:
-    """Everything that defines a replay; the report echoes it under ``config``."""
+    """Everything that defines a replay; the report echoes it under ``config``.
+
+    Defaults are the issue's setting: SOR on 8 hosts, n=10000, 1000 iterations and a
+    median benchmark of 1.5e-7 s per element, i.e. 31 minutes on 8 idle hosts; loaded
+    runs take 30 minutes to a few hours. ``benchmark_spread`` makes hosts differ in
+    speed (log-normal, per file). ``window_s``/``max_gap_s``/``min_history_s`` decide
+    which hosts are usable at a start (module docstring); ``history_s`` is how much of
+    the past the pipeline is given. ``inputs``: "analog" (default) or "forecaster", how
+    the pipeline builds CPU inputs (see ppe.pipeline). ``start_method``: multiprocessing
+    start method for the pool (None: the platform's default, or "forkserver" when called
+    with other threads running, e.g. from the service).
+    """
 
     traces: tuple[str, ...] = ()
     app: str = "sor"
@@ -87,12 +102,13 @@ class ReplayConfig:
     scheduler_address: str | None = None
     min_history_s: float = 2 * 86400.0
     history_s: float | None = 14 * 86400.0
-    window_s: float = 8 * 3600.0
+    window_s: float = 12 * 3600.0
     max_gap_s: float = 1800.0
     schedule_samples: int = 2000
     predict_samples: int = 4000
     include_runs: bool = True
     inputs: str = "analog"
+    start_method: str | None = None
 
     def __post_init__(self) -> None:
         if self.hosts < 1:
@@ -109,6 +125,17 @@ class ReplayConfig:
             raise ValueError("--executor dask needs --scheduler-address")
         if not 0 < self.confidence < 1:
             raise ValueError("confidence must be in (0, 1)")
+        if self.inputs not in ("analog", "forecaster"):
+            raise ValueError("inputs must be 'analog' or 'forecaster'")
+        if self.app not in ("sor", "jacobi2d"):
+            raise ValueError("app must be 'sor' or 'jacobi2d'")
+        unknown = sorted(set(self.strategies) - set(scheduler.STRATEGIES))
+        if unknown:
+            raise ValueError(
+                f"unknown strategies {unknown}; choose from {', '.join(scheduler.STRATEGIES)}"
+            )
+        if self.benchmark <= 0 or self.bandwidth <= 0 or self.latency < 0:
+            raise ValueError("benchmark and bandwidth must be > 0, latency >= 0")
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -351,10 +378,25 @@ def plan_all(
         for part in _dask_map(chunks, config):
             tick(part)
     else:
-        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(hosts, config)) as ex:
+        ctx = multiprocessing.get_context(_start_method(config))
+        with ProcessPoolExecutor(
+            workers, mp_context=ctx, initializer=_init_worker, initargs=(hosts, config)
+        ) as ex:
             for part in ex.map(_plan_chunk, chunks):
                 tick(part)
     return sorted(results, key=lambda p: p.index)
+
+
+def _start_method(config: ReplayConfig) -> str | None:
+    """The configured start method; by default "fork" unless other threads are running
+    (a service's replay job): forking a threaded process can copy a lock some other
+    thread holds and hang the worker, so then "forkserver"."""
+    if config.start_method:
+        return config.start_method
+    methods = multiprocessing.get_all_start_methods()
+    if threading.active_count() > 1 and "forkserver" in methods:
+        return "forkserver"
+    return None
 
 
 def _dask_map(chunks: list[list[Case]], config: ReplayConfig) -> Iterable[list[CasePlan]]:
@@ -376,10 +418,10 @@ def _dask_map(chunks: list[list[Case]], config: ReplayConfig) -> Iterable[list[C
 
 
 def make_banks(hosts: Sequence[HostData]) -> tuple[RateBank, RateBank | None]:
+    """The simulator's CPU bank, and a bandwidth bank when links come from the traces."""
     bank = RateBank([(h.all_t, h.sim_a) for h in hosts])
-    if all(h.bw_v is not None for h in hosts):
-        return bank, RateBank([(h.all_t, h.bw_v) for h in hosts])
-    return bank, None
+    links = [(h.all_t, h.bw_v) for h in hosts if h.bw_v is not None]
+    return bank, (RateBank(links) if len(links) == len(hosts) else None)
 
 
 def run_specs(
@@ -440,7 +482,9 @@ def _rows_or_block(outcome: StrategyOutcome, case: Case, config: ReplayConfig) -
     return [base + (1 if i < extra else 0) for i in range(k)]
 
 
-def run_replay(config: ReplayConfig | Mapping[str, Any], progress: ProgressFn | None = None) -> dict[str, Any]:
+def run_replay(
+    config: ReplayConfig | Mapping[str, Any], progress: ProgressFn | None = None
+) -> dict[str, Any]:
     """Entry point for ``ppe replay`` and the service's replay jobs.
 
     ``config`` is a :class:`ReplayConfig` or its dict form (``traces``: files or

@@ -173,13 +173,16 @@ class SimResult:
     """Actual makespans (seconds) and each host's total compute time, per run.
 
     ``busy[r, p]`` is the wall time host ``p`` (chain position, unpadded order) of run
-    ``r`` spent computing; with ``dedicated[r, p]`` it gives the availability the host
-    effectively delivered, which the oracle uses to re-balance.
+    ``r`` spent computing; with ``dedicated[r, p]`` (work per iteration) it gives the
+    availability the host effectively delivered. ``critical[r, p]`` is the time during
+    which host ``p`` was the slowest of its iteration — where extra rows cost makespan.
+    The oracle uses both to re-balance.
     """
 
     makespan: FloatArray
     busy: FloatArray
     dedicated: FloatArray
+    critical: FloatArray | None = None
     steps: int = 0
     per_run_hosts: list[int] = field(default_factory=list)
 
@@ -202,6 +205,7 @@ def simulate(
     start = t.copy()
     left = np.full(R, int(config.iterations), dtype=np.int64)
     busy = np.zeros_like(work)
+    critical = np.zeros_like(work)
     msg = config.message_bytes()
     const_comm = nmsg * (config.latency + msg / config.bandwidth)
     steps = 0
@@ -222,27 +226,32 @@ def simulate(
             comm = nmsg[live] * (config.latency + msg / bw)
             seg_end = np.minimum(seg_end, np.where(nmsg[live] > 0, nseg, np.inf))
         horizon = seg_end.min(axis=1)
-        per_iter = (comp + len(phases) * comm).max(axis=1)
+        host_iter = comp + len(phases) * comm
+        per_iter = host_iter.max(axis=1)
         room = horizon - t[live]
         m = np.floor(np.where(per_iter > 0, room / np.where(per_iter > 0, per_iter, 1.0), 0.0))
         m = np.clip(m, 0, left[live]).astype(np.int64)
         t[live] += m * per_iter
         left[live] -= m
         busy[live] += m[:, None] * comp
+        critical[live, host_iter.argmax(axis=1)] += m * per_iter
         # 2. one exact iteration for runs that still have work
         live = live[left[live] > 0]
         if live.size == 0:
             continue
-        t[live], spent = _exact_iteration(
+        before = t[live]
+        t[live], spent, slowest = _exact_iteration(
             bank, net_bank, t[live], idx[live], work[live], nmsg[live], net_idx[live],
             phases, config, msg,
         )
         busy[live] += spent
+        critical[live, slowest] += t[live] - before
         left[live] -= 1
     return SimResult(
         makespan=t - start,
         busy=busy,
         dedicated=work * 1.0,
+        critical=critical,
         steps=steps,
         per_run_hosts=[len(r.hosts) for r in runs],
     )
@@ -296,8 +305,9 @@ def _exact_iteration(
     phases: tuple[float, ...],
     config: SimConfig,
     msg: float,
-) -> tuple[FloatArray, FloatArray]:
-    """One synchronised iteration integrated exactly; returns end times and compute time."""
+) -> tuple[FloatArray, FloatArray, IntArray]:
+    """One synchronised iteration integrated exactly: end times, compute time per host,
+    and which host was slowest."""
     tt = np.repeat(t[:, None], idx.shape[1], axis=1)
     spent = np.zeros_like(work)
     for share in phases:
@@ -305,7 +315,7 @@ def _exact_iteration(
         tt = bank.advance(idx, tt, work * share)
         spent += tt - t0
         tt = _communicate(net_bank, tt, nmsg, net_idx, config, msg)
-    return tt.max(axis=1), spent
+    return tt.max(axis=1), spent, tt.argmax(axis=1)
 
 
 def _communicate(

@@ -49,7 +49,9 @@ def _both(build, n: int, seed: int = 12345) -> tuple[Stochastic, Stochastic]:  #
 def _agree(a: Stochastic, m: Stochastic, std: bool = True) -> None:
     assert a.mean() == pytest.approx(m.mean(), rel=0.01)
     if std:
-        assert a.std() == pytest.approx(m.std(), rel=0.05)
+        # a spread below 1e-6 of the mean counts as none: e.g. the max of a point
+        # and a normal 6 sigma below it has std ~5e-7 that 40 000 draws never see
+        assert a.std() == pytest.approx(m.std(), rel=0.05, abs=1e-6 * abs(m.mean()))
 
 
 @SETTINGS

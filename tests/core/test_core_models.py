@@ -54,7 +54,7 @@ def hand_iter_time(p: int) -> float:
     return r_comp + r_comm + b_comp + b_comm
 
 
-@pytest.mark.parametrize("engine", ["auto", "analytic", "mc"])
+@pytest.mark.parametrize("engine", ["auto", "numeric", "analytic", "mc"])
 def test_sor_dedicated_hosts_reproduce_hand_computation(engine: str) -> None:
     pred = predict("sor", {"n": N, "iterations": ITERS}, dedicated_hosts(), ROWS, engine=engine)
     end, middle = 0, 1
@@ -117,27 +117,57 @@ def test_model_predictions_agree_across_engines(model: str) -> None:
         assert x.std() == pytest.approx(y.std(), rel=0.08)
 
 
-def test_auto_engine_reports_why_it_used_monte_carlo() -> None:
+def test_auto_engine_prefers_numeric_and_says_why_not() -> None:
     params = {"n": N, "iterations": ITERS}
-    assert predict("sor", params, stochastic_hosts(4), [500] * 4).engine == "analytic"
+    # independent hosts: the exact numeric engine, whatever the spread or shape
+    assert predict("sor", params, stochastic_hosts(4), [500] * 4).engine == "numeric"
     wide = predict("sor", params, stochastic_hosts(4, cv=0.3), [500] * 4)
-    assert wide.engine == "mc" and wide.samples == 20_000 and wide.seed == 0
-    assert wide.note is not None and "FracAvailCPU" in wide.note
+    assert wide.engine == "numeric" and wide.samples is None and wide.note is None
     hs = stochastic_hosts(4)
     hs[2] = replace(hs[2], cpu=Mixture([0.5, 0.5], [0.3, 0.9], [0.02, 0.02]))
-    mixed = predict("sor", params, hs, [500] * 4)
-    assert mixed.engine == "mc" and "mixture" in (mixed.note or "")
+    assert predict("sor", params, hs, [500] * 4).engine == "numeric"
     with pytest.raises(ParameterError):
         predict("sor", params, hs, [500] * 4, engine="analytic")
+    # two hosts given the same bandwidth object: their times share an input, so
+    # the max is not of independent values; analytic (Clark) takes it
+    link = Normal(1.25e7, 1e6)
+    pair = [
+        HostInputs("a", 2e-8, Normal(0.8, 0.04), bw_next=link, latency=5e-4),
+        HostInputs("b", 3e-8, Normal(0.7, 0.03), bw_prev=link, latency=5e-4),
+    ]
+    two = predict("sor", params, pair, [500, 500])
+    assert two.engine == "analytic" and two.note is not None
+    assert two.note.startswith("analytic because numeric:") and "share an input" in two.note
+    # four hosts on it: analytic hands over too (pairwise Clark is inaccurate)
+    shared = [
+        HostInputs(
+            f"h{p}", 2e-8, Normal(0.8, 0.04), link if p < 3 else None, link if p > 0 else None, 5e-4
+        )
+        for p in range(4)
+    ]
+    many = predict("sor", params, shared, [250] * 4)
+    assert many.engine == "mc" and many.samples == 20_000 and many.seed == 0
+    assert many.note is not None and "numeric:" in many.note and "analytic:" in many.note
+    with pytest.raises(ParameterError) as info:
+        predict("sor", params, shared, [250] * 4, engine="numeric")
+    assert info.value.name == "engine" and "share an input" in info.value.message
 
 
 def test_availability_floor_keeps_quotients_finite() -> None:
-    """A normal forecast with mass at/below zero availability: samples are
-    floored at 0.01, so the prediction stays finite."""
+    """A normal forecast with mass at/below zero availability: availability is
+    floored at 0.01, so the prediction stays finite; the floor's mass becomes a
+    point mass at the slowest time, in both engines."""
     hs = [HostInputs("h", 1e-8, Normal(0.05, 0.05))]
-    pred = predict("sor", {"n": 100, "I": 1}, hs, [100])
-    assert pred.engine == "mc" and np.isfinite(pred.makespan.mean())
-    assert pred.makespan.ppf(1.0) == pytest.approx(100 * 100 * 1e-8 / 0.01)
+    top = 100 * 100 * 1e-8 / 0.01
+    exact = predict("sor", {"n": 100, "I": 1}, hs, [100])
+    mc = predict("sor", {"n": 100, "I": 1}, hs, [100], engine="mc")
+    assert exact.engine == "numeric" and np.isfinite(exact.makespan.mean())
+    assert exact.makespan.ppf(1.0) == pytest.approx(top, rel=1e-12)
+    assert mc.makespan.ppf(1.0) == pytest.approx(top)
+    atom = Normal(0.05, 0.05).cdf(0.01)  # P(availability <= floor)
+    assert 1.0 - exact.makespan.cdf(top * (1 - 1e-9)) == pytest.approx(atom, rel=1e-9)
+    assert np.mean(mc.makespan.array == top) == pytest.approx(atom, abs=0.01)  # type: ignore[attr-defined]
+    assert exact.makespan.mean() == pytest.approx(mc.makespan.mean(), rel=0.01)
 
 
 def bimodal_hosts(cpu0: object) -> list[HostInputs]:
@@ -159,7 +189,7 @@ def test_bimodal_availability_gives_a_wide_two_humped_prediction() -> None:
     rows = [1000] * 4
     fast, slow, w_slow = 0.9, 0.3, 0.3
     mix = Mixture([1 - w_slow, w_slow], [fast, slow], [0.02, 0.02])
-    bimodal = predict("sor", params, bimodal_hosts(mix), rows, seed=3)
+    bimodal = predict("sor", params, bimodal_hosts(mix), rows, engine="mc", seed=3)
     steady = predict("sor", params, bimodal_hosts(Normal(fast, 0.02)), rows)
     assert isinstance(bimodal.makespan, Samples)
 
@@ -192,12 +222,12 @@ def test_bimodal_availability_gives_a_wide_two_humped_prediction() -> None:
     # Of the input: a normal availability with the mixture's mean and std gives
     # a one-hump prediction that almost never lands on the slow mode.
     as_normal = Normal(mix.mean(), mix.std())
-    one_hump = predict("sor", params, bimodal_hosts(as_normal), rows, seed=3).makespan
+    one_hump = predict("sor", params, bimodal_hosts(as_normal), rows, engine="mc", seed=3).makespan
     y = one_hump.array  # type: ignore[attr-defined]
     assert np.mean((y > band[0]) & (y < band[1])) < 0.25 * true_mass
 
 
-@pytest.mark.parametrize("engine", ["analytic", "mc"])
+@pytest.mark.parametrize("engine", ["numeric", "analytic", "mc"])
 def test_linear_host_models_match_predictions(engine: str) -> None:
     hs = stochastic_hosts(6)
     params = {"n": N, "iterations": ITERS}
@@ -209,7 +239,7 @@ def test_linear_host_models_match_predictions(engine: str) -> None:
         assert r * a.mean() + b.mean() == pytest.approx(t.mean(), rel=1e-9)
         # a depends on the CPU only, b on the links only: independent
         assert np.hypot(r * a.std(), b.std()) == pytest.approx(
-            t.std(), rel=1e-6 if engine == "analytic" else 0.01
+            t.std(), rel=0.01 if engine == "mc" else 1e-6
         )
     # dedicated: a = I * n * Benchmark / cpu exactly
     (a0, b0), *_ = linear_host_models("sor", params, dedicated_hosts())
@@ -266,11 +296,20 @@ def test_bad_host_inputs_name_the_field() -> None:
 
 
 def test_prediction_to_dict() -> None:
-    pred = predict("sor", {"n": N, "I": ITERS}, stochastic_hosts(3), [100, 200, 300])
+    hs = stochastic_hosts(3)
+    pred = predict("sor", {"n": N, "I": ITERS}, hs, [100, 200, 300], engine="analytic")
     d = pred.to_dict(0.9)
     assert d["engine"] == "analytic" and d["samples"] is None
     assert [h["host"] for h in d["hosts"]] == ["h0", "h1", "h2"]
     assert d["makespan"]["confidence"] == 0.9 and d["makespan"]["kind"] == "normal"
+    d = predict("sor", {"n": N, "I": ITERS}, hs, [100, 200, 300]).to_dict(0.9)
+    assert d["engine"] == "numeric" and d["samples"] is None and d["note"] is None
+    ms = d["makespan"]
+    assert set(ms) == {"mean", "std", "interval", "confidence", "kind", "components"}
+    assert ms["kind"] == "numeric" and ms["confidence"] == 0.9
+    assert ms["components"] == [{"weight": 1.0, "mean": ms["mean"], "std": ms["std"]}]
+    assert ms["interval"][0] < ms["mean"] < ms["interval"][1]
+    assert all(h["time"]["kind"] == "numeric" for h in d["hosts"])
 
 
 def test_iterate_horizon_settles() -> None:

@@ -1,0 +1,153 @@
+"""ppe.pipeline: horizon settling, analogue inputs, and plan() against the simulator."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from ppe.core.stochastic import Point
+from ppe.pipeline import (
+    CPU_ANALOG,
+    AnalogOptions,
+    HistoryForecasts,
+    HostForecasts,
+    HostMeta,
+    PlanOptions,
+    SeriesHistory,
+    analog_values,
+    kernel_mixture,
+    plan,
+    predict_allocation,
+    settle_horizon,
+)
+from ppe.replay.simulate import SimConfig, simulate_one
+
+
+def test_settle_horizon_bisects_where_plain_iteration_oscillates() -> None:
+    # f(H) = 1e6 / H: plain iteration jumps between H and 1e6/H forever; the fixed point
+    # is 1000.
+    seen: list[float | None] = []
+
+    def step(h: float | None) -> tuple[float, str]:
+        seen.append(h)
+        return (1e6 / h if h else 50.0), f"at {h}"
+
+    res = settle_horizon(step, None, tol=0.05, max_iter=30)
+    assert res.converged
+    assert res.horizon_s == pytest.approx(1000.0, rel=0.05)
+    assert res.value == f"at {res.horizon_s}"
+    assert res.rounds < 30
+
+
+def test_settle_horizon_stops_at_once_for_a_constant_prediction() -> None:
+    res = settle_horizon(lambda h: (1234.0, h), None)
+    assert res.converged and res.rounds == 2 and res.horizon_s == 1234.0
+
+
+def _bimodal(n: int = 4000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    """Idle/saturated epochs of random length, 300 s apart."""
+    rng = np.random.default_rng(seed)
+    out, state = [], 1.0
+    while len(out) < n:
+        out.extend([state] * int(rng.integers(5, 60)))
+        state = 0.01 if state == 1.0 else 1.0
+    return np.arange(n) * 300.0, np.array(out[:n])
+
+
+def test_analog_values_ignore_the_future_and_condition_on_now() -> None:
+    ts, xs = _bimodal()
+    now = float(ts[3000]) + 1.0
+    base = analog_values(ts, xs, now, 3600.0)
+    assert base is not None
+    future = xs.copy()
+    future[3001:] = np.random.default_rng(9).uniform(0.01, 1.0, future.size - 3001)
+    np.testing.assert_array_equal(analog_values(ts, future, now, 3600.0), base)
+    # the state now decides which past windows count: idle now -> mostly idle runs
+    state_now = xs[2999:3001].mean()
+    assert (np.median(base) > 0.5) == (state_now > 0.5)
+
+
+def test_first_passage_sees_slow_epochs_a_window_mean_caps() -> None:
+    # One analogue: idle for 2 samples, then saturated for 20, then idle. A run needing
+    # 4 samples of idle work finishes after 2 + 2/0.01 samples -> far beyond the window.
+    xs = np.array([1.0, 1.0] + [1.0, 1.0] + [0.01] * 20 + [1.0] * 30)
+    ts = np.arange(xs.size) * 300.0
+    now = ts[-1] + 1.0
+    opts = AnalogOptions(neighbours=0.0, min_neighbours=1, state_samples=2,
+                         unconditional_weight=0.0)
+    fp = analog_values(ts, xs, now, 4 * 300.0, opts, conditional=False)
+    window = analog_values(ts, xs, now, 4 * 300.0,
+                           AnalogOptions(first_passage=False, state_samples=2),
+                           conditional=False)
+    assert fp is not None and window is not None
+    # the start at index 2: window mean over 4 samples is (1+1+0.01+0.01)/4 ~ 0.5,
+    # first passage: typical work 4 samples x 1.0 -> 2 samples idle + 20 saturated
+    # (0.2 work) + 1.8 idle -> 23.8 samples -> 4/23.8
+    assert window[0] == pytest.approx(0.505)
+    assert fp[0] == pytest.approx(4 / 23.8, rel=1e-9)
+
+
+def test_kernel_mixture_keeps_the_mean_and_has_a_floor() -> None:
+    sample = np.random.default_rng(2).uniform(0.2, 0.9, 500)
+    mix = kernel_mixture(sample)
+    assert mix.mean() == pytest.approx(sample.mean(), rel=1e-9)
+    flat = kernel_mixture(np.full(100, 0.8), AnalogOptions(unconditional_weight=0.0))
+    assert flat.mean() == pytest.approx(0.8)
+    assert flat.std() == pytest.approx(CPU_ANALOG.floor_std, rel=1e-6)
+
+
+def test_history_forecasts_refuse_data_at_or_after_now() -> None:
+    h = SeriesHistory(np.array([0.0, 300.0, 600.0]), np.array([1.0, 1.0, 1.0]))
+    with pytest.raises(ValueError, match="only the past"):
+        HistoryForecasts({"a": h}, 600.0, bandwidth=1e7, latency=0.0)
+
+
+def _fixed(cpus: dict[str, float], bw: float = 1e6, lat: float = 1e-3):
+    def forecasts_for(horizon: float | None) -> dict[str, HostForecasts]:
+        return {n: HostForecasts(cpu=Point(c), default_bandwidth=Point(bw), latency=lat)
+                for n, c in cpus.items()}
+    return forecasts_for
+
+
+@pytest.mark.parametrize("app", ["sor", "jacobi2d"])
+def test_plan_prediction_equals_simulation_on_constant_load(app: str) -> None:
+    cpus = {"a": 1.0, "b": 0.5, "c": 0.25}
+    hosts = [HostMeta("a", 2e-6), HostMeta("b", 1e-6), HostMeta("c", 1e-6)]
+    params = {"n": 600, "iterations": 40}
+    res = plan(app, params, hosts, _fixed(cpus), "mean", PlanOptions(predict_samples=1000))
+    assert sum(res.allocation()) == 600
+    assert res.converged
+    # a: 2e-6/1.0, b: 1e-6/0.5, c: 1e-6/0.25 -> time per row 2:2:4 -> rows 240, 240, 120,
+    # less a few for b, the only host with two neighbours to talk to
+    assert res.allocation() == pytest.approx([240, 240, 120], abs=6)
+    assert res.allocation()[1] < res.allocation()[0]
+    sim = simulate_one(
+        [[0.0]] * 3, [[c] for c in cpus.values()], res.allocation(), [2e-6, 1e-6, 1e-6],
+        100.0, SimConfig(app, 600, 40, bandwidth=1e6, latency=1e-3),
+    )
+    assert res.makespan.mean() == pytest.approx(sim, rel=1e-9)
+
+
+def test_plan_block_and_static_baselines() -> None:
+    hosts = [HostMeta("a", 1e-6), HostMeta("b", 3e-6)]
+    fc = _fixed({"a": 0.2, "b": 1.0})
+    block = plan("sor", {"n": 100, "iterations": 5}, hosts, fc, "block")
+    static = plan("sor", {"n": 100, "iterations": 5}, hosts, fc, "static")
+    assert block.allocation() == [50, 50]
+    assert static.allocation() == [75, 25]  # dedicated speed only, load ignored
+
+
+def test_predict_allocation_settles_and_reports_per_host() -> None:
+    hosts = [HostMeta("a", 1e-6), HostMeta("b", 1e-6)]
+    res = predict_allocation("jacobi2d", {"n": 100, "iterations": 10}, hosts,
+                             _fixed({"a": 1.0, "b": 0.5}), {"a": 60, "b": 40})
+    t_a = 10 * 60 * 100 * 1e-6 + 10 * (100 * 8 / 1e6 + 1e-3)
+    t_b = 10 * 40 * 100 * 1e-6 / 0.5 + 10 * (100 * 8 / 1e6 + 1e-3)
+    assert res.per_host["a"].mean() == pytest.approx(t_a)
+    assert res.makespan.mean() == pytest.approx(max(t_a, t_b))
+    assert math.isfinite(res.horizon_s or math.nan)
+    with pytest.raises(ValueError, match="no rows"):
+        predict_allocation("sor", {"n": 10, "iterations": 1}, hosts, _fixed({"a": 1, "b": 1}),
+                           {"a": 10})
