@@ -5,15 +5,21 @@ state per series is a :class:`SeriesForecaster`; :func:`batch_forecasts` replays
 vectorised and gives the same answers row for row.
 """
 
-from forecaster.api import InsufficientData, SeriesForecast, forecast_series
+from forecaster.analog import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, analog_horizon
+from forecaster.api import InsufficientData, SeriesForecast, forecast_series, series_distribution
 from forecaster.batch import BatchResult, batch_forecasts, select_batch
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, consolidate, fit_distribution
-from forecaster.horizon import block_means, horizon_distribution
+from forecaster.horizon import block_means, horizon_distribution, snap_horizon
 from forecaster.members import batch_member_forecasts, member_names
 from forecaster.online import MemberError, OneStep, SeriesForecaster
 
 __all__ = [
+    "BANDWIDTH_ANALOG",
+    "CPU_ANALOG",
+    "AnalogOptions",
+    "analog_horizon",
+    "series_distribution",
     "DEFAULT_CONFIG",
     "BatchResult",
     "Distribution",
@@ -33,4 +39,5 @@ __all__ = [
     "horizon_distribution",
     "member_names",
     "select_batch",
+    "snap_horizon",
 ]

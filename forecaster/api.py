@@ -8,6 +8,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_horizon
 from forecaster.batch import batch_forecasts
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, fit_distribution
@@ -122,6 +123,7 @@ def forecast_series(
     fit_options: FitOptions | None = None,
     state: SeriesForecaster | None = None,
     fit_cache: MutableMapping[Hashable, Distribution] | None = None,
+    analog: AnalogOptions | None = CPU_ANALOG,
 ) -> SeriesForecast:
     """Forecast a series as of ``now`` (default: just after its newest sample).
 
@@ -141,10 +143,13 @@ def forecast_series(
                      state.last_timestamp == last else None)
     spacing = _spacing(ts)
     horizon = spacing if horizon_s is None else float(horizon_s)
-    key = (xs.size, last, horizon, now, lookback_s, fit_options)
+    key = (xs.size, last, horizon, now, lookback_s, fit_options, analog)
     dist = fit_cache.get(key) if fit_cache is not None else None
     if dist is None:
-        dist = _distribution(ts, xs, now, at, horizon, spacing, lookback_s, fit_options)
+        dist = series_distribution(
+            ts, xs, now=now, horizon_s=horizon, lookback_s=lookback_s,
+            fit_options=fit_options, analog=analog,
+        )
         if fit_cache is not None:
             fit_cache[key] = dist
     lo, hi = dist.interval(confidence)
@@ -190,20 +195,34 @@ def _one_step(
     )
 
 
-def _distribution(
+def series_distribution(
     ts: FloatArray,
     xs: FloatArray,
+    *,
     now: float | None,
-    at: float,
-    horizon: float,
-    spacing: float,
-    lookback_s: float,
-    fit_options: FitOptions | None,
+    horizon_s: float | None,
+    lookback_s: float = DEFAULT_LOOKBACK_S,
+    fit_options: FitOptions | None = None,
+    analog: AnalogOptions | None = CPU_ANALOG,
 ) -> Distribution:
-    """One sample's distribution over the look-back, or the horizon average's from block means."""
-    if horizon <= spacing:
+    """What the series will deliver: one sample's distribution (recent values, normal or
+    mixture) up to one sample spacing; beyond, the average over ``horizon_s`` conditioned on
+    the present by analogues (:mod:`forecaster.analog`), or unconditional block means when
+    ``analog`` is None or the history is too short. Only samples before ``now`` count.
+
+    ``ts``/``xs`` must be sorted, finite and unique (as :func:`forecast_series` prepares them).
+    """
+    spacing = _spacing(ts)
+    last = float(ts[-1])
+    at = last if now is None else float(now)
+    if horizon_s is None or horizon_s <= spacing:
         recent = xs[ts >= at - lookback_s]
         return fit_distribution(recent if recent.size else xs[-1:], fit_options)
     # "now" is exclusive; as of the newest sample means just after it.
-    end = float(np.nextafter(float(ts[-1]), math.inf)) if now is None else at
-    return horizon_distribution(ts, xs, horizon, end, lookback_s=lookback_s, options=fit_options)
+    end = float(np.nextafter(last, math.inf)) if now is None else at
+    if analog is not None:
+        dist = analog_horizon(ts, xs, end, horizon_s, analog)
+        if dist is not None:
+            return dist
+    return horizon_distribution(ts, xs, horizon_s, end, lookback_s=lookback_s,
+                                options=fit_options)

@@ -84,3 +84,18 @@ def _spacing(ts: FloatArray) -> float:
     if ts.size < 2:
         return 1.0
     return float(max(np.median(np.diff(ts)), 1e-9))
+
+
+HORIZON_GRID = 0.05
+
+
+def snap_horizon(horizon_s: float | None) -> float | None:
+    """Round a horizon onto a 5 % geometric grid (at most ~2.5 % off).
+
+    The horizon loop of every request asks for slightly different run lengths; snapping them
+    lets the service and replay reuse fitted distributions across requests and strategies.
+    """
+    if horizon_s is None:
+        return None
+    step = math.log1p(HORIZON_GRID)
+    return float(math.exp(round(math.log(max(horizon_s, 1.0)) / step) * step))

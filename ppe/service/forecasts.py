@@ -4,8 +4,8 @@ Each worker keeps, for the series it has been asked about, the recent history an
 battery's online state, and catches up from the store with one small query (rows after the
 newest it holds) when its copy is older than `fresh_s` or this worker just stored new rows.
 The online state makes a new sample cost one incremental update instead of a replay; fitted
-distributions are cached per (data, horizon), and horizons are snapped to a grid of 2^(1/8)
-steps (at most 4.4 % off) so the horizon loop of many requests lands on the same fits.
+distributions are cached per (data, horizon), and horizons are snapped to the forecaster's
+5 % grid (as replay does) so the horizon loop of many requests lands on the same fits.
 Results are memoised on (series, newest sample, sample count, horizon, confidence), so repeated
 schedules over the same hosts cost dictionary look-ups; any new measurement changes the key.
 Forecasts `at` a past time are computed from the store, from rows strictly before it.
@@ -13,7 +13,6 @@ Forecasts `at` a past time are computed from the store, from rows strictly befor
 
 from __future__ import annotations
 
-import math
 import threading
 import time
 from collections.abc import Hashable
@@ -24,11 +23,15 @@ import numpy as np
 from sqlalchemy import Engine
 
 from forecaster import (
+    BANDWIDTH_ANALOG,
+    CPU_ANALOG,
+    AnalogOptions,
     Distribution,
     InsufficientData,
     SeriesForecast,
     SeriesForecaster,
     forecast_series,
+    snap_horizon,
 )
 from ppe.service.store.measurements import read_series
 
@@ -40,10 +43,9 @@ def bounds_for(metric: str) -> tuple[float, float]:
     return CPU_BOUNDS if metric == "cpu" else NONNEGATIVE
 
 
-def snap_horizon(horizon_s: float | None) -> float | None:
-    if horizon_s is None:
-        return None
-    return float(2.0 ** (round(math.log2(horizon_s) * 8) / 8))
+def analog_for(metric: str) -> AnalogOptions:
+    """CPU availability lives in [0, 1]; link figures need a kernel floor relative to the mean."""
+    return CPU_ANALOG if metric == "cpu" else BANDWIDTH_ANALOG
 
 
 @dataclass
@@ -127,8 +129,8 @@ class ForecastCache:
         horizon_s = snap_horizon(horizon_s)
         if at is not None:
             ts, vals = self.history_before(series_id, at)
-            return forecast_series(ts, vals, now=at, horizon_s=horizon_s,
-                                   confidence=confidence, bounds=bounds_for(metric))
+            return forecast_series(ts, vals, now=at, horizon_s=horizon_s, confidence=confidence,
+                                   bounds=bounds_for(metric), analog=analog_for(metric))
         h = self._fresh(series_id)
         with h.lock:
             ts, vals = h.timestamps, h.values
@@ -140,6 +142,7 @@ class ForecastCache:
                 result = forecast_series(
                     ts, vals, horizon_s=horizon_s, confidence=confidence,
                     bounds=bounds_for(metric), state=h.online, fit_cache=h.fits,
+                    analog=analog_for(metric),
                 )
                 with self._lock:
                     if len(self._results) > 50_000:

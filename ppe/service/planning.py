@@ -126,7 +126,6 @@ def quality(fc: Any) -> dict[str, Any]:
         "mae": fc.mae,
         "samples": fc.n,
         "age_s": fc.age_s,
-        "multimode": fc.multimode,
         "horizon_s": fc.horizon_s,
     }
 
@@ -164,12 +163,14 @@ def make_forecasts_for(
                 lsid = idx.latency.get((name, peer)) or idx.latency.get((peer, name))
                 if lsid is not None and peer != name:
                     lat.append(link(lsid, "latency", horizon).mean)
+            # Modes describe the recent values (the one-step fit), whatever the horizon.
+            recent = cache.forecast(idx.cpu[name], "cpu", confidence=confidence, at=at)
             out[name] = HostForecasts(
                 cpu=to_stochastic(cpu),
                 bandwidth=bw,
                 default_bandwidth=Point(default_bandwidth),
                 latency=sum(lat) / len(lat) if lat else default_latency,
-                multimode=cpu.multimode,
+                multimode=recent.multimode,
                 age_s=cpu.age_s,
                 details={"cpu": cpu, "links": bw_details},
             )
@@ -190,6 +191,7 @@ def inputs_report(inputs: Mapping[str, HostForecasts], confidence: float) -> lis
         }
         if cpu is not None:
             entry.update(quality(cpu))
+        entry["multimode"] = hf.multimode
         report.append(entry)
         for peer, d in hf.details.get("links", {}).items():
             report.append({

@@ -7,17 +7,14 @@ import math
 import numpy as np
 import pytest
 
+from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_values, kernel_distribution
 from ppe.core.stochastic import Point
 from ppe.pipeline import (
-    CPU_ANALOG,
-    AnalogOptions,
     HistoryForecasts,
     HostForecasts,
     HostMeta,
     PlanOptions,
     SeriesHistory,
-    analog_values,
-    kernel_mixture,
     plan,
     predict_allocation,
     settle_horizon,
@@ -89,13 +86,13 @@ def test_first_passage_sees_slow_epochs_a_window_mean_caps() -> None:
     assert fp[0] == pytest.approx(4 / 23.8, rel=1e-9)
 
 
-def test_kernel_mixture_keeps_the_mean_and_has_a_floor() -> None:
+def test_kernel_distribution_keeps_the_mean_and_has_a_floor() -> None:
     sample = np.random.default_rng(2).uniform(0.2, 0.9, 500)
-    mix = kernel_mixture(sample)
-    assert mix.mean() == pytest.approx(sample.mean(), rel=1e-9)
-    flat = kernel_mixture(np.full(100, 0.8), AnalogOptions(unconditional_weight=0.0))
-    assert flat.mean() == pytest.approx(0.8)
-    assert flat.std() == pytest.approx(CPU_ANALOG.floor_std, rel=1e-6)
+    mix = kernel_distribution(sample)
+    assert mix.mean == pytest.approx(sample.mean(), rel=1e-9)
+    flat = kernel_distribution(np.full(100, 0.8), AnalogOptions(unconditional_weight=0.0))
+    assert flat.mean == pytest.approx(0.8)
+    assert flat.std == pytest.approx(CPU_ANALOG.floor_std, rel=1e-6)
 
 
 def test_history_forecasts_refuse_data_at_or_after_now() -> None:
