@@ -77,27 +77,29 @@ def main() -> None:
             for _ in range(2 * args.workers):  # each worker warms its forecast cache
                 c.post("/api/v1/schedules", json=body).raise_for_status()
         cold = time.perf_counter() - t
-        latencies: list[float] = []
+        def run(clients: int, total: int) -> tuple[list[float], float]:
+            latencies: list[float] = []
 
-        def client(n: int) -> None:
-            with httpx.Client(base_url=base, timeout=120, headers=headers) as c:
-                for _ in range(n):
-                    s = time.perf_counter()
-                    c.post("/api/v1/schedules", json=body).raise_for_status()
-                    latencies.append(time.perf_counter() - s)
+            def client(n: int) -> None:
+                with httpx.Client(base_url=base, timeout=120, headers=headers) as c:
+                    for _ in range(n):
+                        s = time.perf_counter()
+                        c.post("/api/v1/schedules", json=body).raise_for_status()
+                        latencies.append(time.perf_counter() - s)
 
-        per = args.requests // args.clients
-        start = time.perf_counter()
-        with ThreadPoolExecutor(args.clients) as pool:
-            list(pool.map(client, [per] * args.clients))
-        elapsed = time.perf_counter() - start
-        latencies.sort()
-        print(f"schedules over HTTP: {args.hosts} hosts, {args.strategy}, {args.clients} "
-              f"clients, {args.workers} worker(s), {per * args.clients} requests")
-        print(f"  warm-up (cold forecasts): {cold:.2f} s")
-        print(f"  median latency {1000 * statistics.median(latencies):.1f} ms, "
-              f"p95 {1000 * latencies[int(0.95 * len(latencies))]:.1f} ms")
-        print(f"  throughput {per * args.clients / elapsed:.0f} schedules/s")
+            per = max(1, total // clients)
+            start = time.perf_counter()
+            with ThreadPoolExecutor(clients) as pool:
+                list(pool.map(client, [per] * clients))
+            elapsed = time.perf_counter() - start
+            return sorted(latencies), per * clients / elapsed
+
+        print(f"schedules over HTTP: {args.hosts} hosts, {args.strategy}, "
+              f"{args.workers} worker(s); warm-up (cold forecasts) {cold:.2f} s")
+        for clients in sorted({1, args.clients}):
+            lat, rate = run(clients, args.requests if clients > 1 else args.requests // 4)
+            print(f"  {clients:>2} client(s): median {1000 * statistics.median(lat):6.1f} ms, "
+                  f"p95 {1000 * lat[int(0.95 * len(lat))]:6.1f} ms, {rate:6.0f} schedules/s")
     finally:
         proc.terminate()
         proc.wait(10)

@@ -204,7 +204,6 @@ class PlanResult:
     horizon_s: float | None
     rounds: int
     converged: bool
-    schedule: Any = None
     prediction: Any = None
 
     def allocation(self) -> list[int]:
@@ -289,7 +288,8 @@ def _schedule(
     inputs: list[Any],
     strategy: str,
     opts: PlanOptions,
-) -> Any:
+) -> dict[str, int]:
+    """Rows per host; the chosen allocation is then predicted by the model, not the scheduler."""
     models = core.linear_host_models(model, params, inputs)
     dedicated: list[float | None] = [None] * len(hosts)
     if strategy == "static":
@@ -300,7 +300,7 @@ def _schedule(
         )
         for h, (a, b), ded in zip(hosts, models, dedicated, strict=True)
     ]
-    return scheduler.schedule(
+    return scheduler.schedule_rows(
         stoch,
         total_rows(params),
         strategy,
@@ -419,13 +419,13 @@ def plan(
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
-        sched = _schedule(model, params, hosts, inputs, strategy, opts)
-        rows = {h.name: int(sched.rows.get(h.name, 0)) for h in hosts}
+        chosen = _schedule(model, params, hosts, inputs, strategy, opts)
+        rows = {h.name: int(chosen.get(h.name, 0)) for h in hosts}
         pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)
-        return float(pred.makespan.mean()), (forecasts, sched, rows, pred, per_host)
+        return float(pred.makespan.mean()), (forecasts, rows, pred, per_host)
 
     res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
-    forecasts, sched, rows, pred, per_host = res.value
+    forecasts, rows, pred, per_host = res.value
     return PlanResult(
         strategy=strategy,
         hosts=[h.name for h in hosts],
@@ -436,7 +436,6 @@ def plan(
         horizon_s=res.horizon_s,
         rounds=res.rounds,
         converged=res.converged,
-        schedule=sched,
         prediction=pred,
     )
 

@@ -16,6 +16,7 @@ from scheduler.strategies import (
     Schedule,
     predict_times,
     schedule,
+    schedule_rows,
     simulate_makespans,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "balance",
     "predict_times",
     "schedule",
+    "schedule_rows",
     "select_resources",
     "simulate_makespans",
 ]

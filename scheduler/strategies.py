@@ -122,12 +122,8 @@ def schedule(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "
     Raises ``Infeasible`` when the row bounds cannot hold ``total_rows``, ``ValueError`` on bad
     input (unknown strategy, non-positive time per row under the strategy, ...).
     """
-    if strategy not in _STRATEGIES:
-        raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
     check_confidence(confidence)
-    problem = Problem(tuple(hosts), total_rows, k=k, quantile=quantile, samples=samples,
-                      seed=seed)
-    rows = _STRATEGIES[strategy](problem)
+    problem, rows = _choose(hosts, total_rows, strategy, k, quantile, samples, seed)
     per_host, makespan = _report(problem.a, problem.b, problem.names, rows, samples, seed,
                                  confidence)
     params = {"k": k} if strategy == "conservative" else {}
@@ -143,6 +139,27 @@ def schedule(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "
         seed=seed,
         params=params,
     )
+
+
+def schedule_rows(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "mean", *,
+                  k: float = 2.0, quantile: float = 0.95, samples: int = 4000,
+                  seed: int = 0) -> dict[str, int]:
+    """The rows :func:`schedule` would choose, without its Monte Carlo report of the times.
+
+    For callers that predict the chosen allocation themselves (``ppe.pipeline``): the report
+    samples every host and is most of a fast strategy's cost.
+    """
+    problem, rows = _choose(hosts, total_rows, strategy, k, quantile, samples, seed)
+    return {name: int(r) for name, r in zip(problem.names, rows, strict=True)}
+
+
+def _choose(hosts: Sequence[StochasticHost], total_rows: int, strategy: str, k: float,
+            quantile: float, samples: int, seed: int) -> tuple[Problem, IntArray]:
+    if strategy not in _STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+    problem = Problem(tuple(hosts), total_rows, k=k, quantile=quantile, samples=samples,
+                      seed=seed)
+    return problem, _STRATEGIES[strategy](problem)
 
 
 def predict_times(hosts: Sequence[StochasticHost], rows: Mapping[str, int], *,

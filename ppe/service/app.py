@@ -63,6 +63,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.engine = engine
         app.state.sessions = make_sessionmaker(engine)
         app.state.forecasts = ForecastCache(engine, history_limit=settings.history_limit)
+        # Settled run length of recent identical requests: the horizon loop starts there.
+        app.state.horizon_hints = {}
         if settings.migrate_on_start:  # single process: nobody else is running jobs
             fail_interrupted(app.state.sessions)
         app.state.replays = ReplayRunner(app.state.sessions)

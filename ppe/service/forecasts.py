@@ -33,6 +33,7 @@ from forecaster import (
     forecast_series,
     snap_horizon,
 )
+from ppe.core.stochastic import Stochastic, from_components
 from ppe.service.store.measurements import read_series
 
 CPU_BOUNDS = (0.0, 1.0)
@@ -76,6 +77,7 @@ class ForecastCache:
         self.fresh_s = fresh_s
         self._histories: dict[int, _History] = {}
         self._results: dict[tuple[Any, ...], SeriesForecast] = {}
+        self._inputs: dict[tuple[Any, ...], tuple[Stochastic, dict[str, Any]]] = {}
         self._lock = threading.Lock()
 
     def invalidate(self, series_ids: set[int] | None = None) -> None:
@@ -126,11 +128,46 @@ class ForecastCache:
 
         `age_s` of a live forecast is measured against the wall clock, so stale sensors show.
         """
+        return self._forecast(series_id, metric, horizon_s, confidence, at)[1]
+
+    def forecast_input(
+        self,
+        series_id: int,
+        metric: str,
+        *,
+        horizon_s: float | None = None,
+        confidence: float = 0.95,
+        at: float | None = None,
+    ) -> tuple[SeriesForecast, Stochastic, dict[str, Any]]:
+        """The forecast, its distribution as a model input, and that input's JSON form —
+        memoised with the forecast, since a 64-host plan asks for them every round."""
+        key, fc = self._forecast(series_id, metric, horizon_s, confidence, at)
+        hit = self._inputs.get(key) if key is not None else None
+        if hit is None:
+            value = from_components(fc.distribution.kind, fc.distribution.components)
+            hit = (value, value.to_dict(confidence))
+            if key is not None:
+                with self._lock:
+                    if len(self._inputs) > 50_000:
+                        self._inputs.clear()
+                    self._inputs[key] = hit
+        return fc, hit[0], hit[1]
+
+    def _forecast(
+        self,
+        series_id: int,
+        metric: str,
+        horizon_s: float | None,
+        confidence: float,
+        at: float | None,
+    ) -> tuple[tuple[Any, ...] | None, SeriesForecast]:
         horizon_s = snap_horizon(horizon_s)
         if at is not None:
             ts, vals = self.history_before(series_id, at)
-            return forecast_series(ts, vals, now=at, horizon_s=horizon_s, confidence=confidence,
-                                   bounds=bounds_for(metric), analog=analog_for(metric))
+            return None, forecast_series(
+                ts, vals, now=at, horizon_s=horizon_s, confidence=confidence,
+                bounds=bounds_for(metric), analog=analog_for(metric),
+            )
         h = self._fresh(series_id)
         with h.lock:
             ts, vals = h.timestamps, h.values
@@ -148,7 +185,7 @@ class ForecastCache:
                     if len(self._results) > 50_000:
                         self._results.clear()
                     self._results[key] = result
-        return replace(result, age_s=max(0.0, time.time() - result.last_timestamp))
+        return key, replace(result, age_s=max(0.0, time.time() - result.last_timestamp))
 
 
 __all__ = ["ForecastCache", "InsufficientData", "bounds_for"]

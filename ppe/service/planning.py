@@ -7,6 +7,7 @@ service and the replay run the very same planning code.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -16,7 +17,7 @@ from sqlalchemy.orm import Session
 
 import scheduler
 from ppe import core
-from ppe.core.stochastic import Point, Stochastic, from_components
+from ppe.core.stochastic import Point, Stochastic
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
 from ppe.service.forecasts import ForecastCache
 from ppe.service.store.models import Resource, Series
@@ -114,20 +115,29 @@ def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostM
     return out
 
 
-def to_stochastic(fc: Any) -> Stochastic:
-    d = fc.distribution
-    return from_components(d.kind, d.components)
+def _finite(v: float) -> float | None:
+    return v if math.isfinite(v) else None
 
 
 def quality(fc: Any) -> dict[str, Any]:
     return {
         "predictor": fc.predictor,
-        "mse": fc.mse,
-        "mae": fc.mae,
+        "mse": _finite(fc.mse),
+        "mae": _finite(fc.mae),
         "samples": fc.n,
         "age_s": fc.age_s,
         "horizon_s": fc.horizon_s,
     }
+
+
+def _neighbours(pairs: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int]]:
+    """host -> peer -> series id; a link measured only the other way round serves both."""
+    out: dict[str, dict[str, int]] = {}
+    for (a, b), sid in pairs.items():
+        out.setdefault(a, {})[b] = sid
+    for (a, b), sid in pairs.items():
+        out.setdefault(b, {}).setdefault(a, sid)
+    return out
 
 
 def make_forecasts_for(
@@ -141,40 +151,44 @@ def make_forecasts_for(
     default_latency: float,
 ) -> Any:
     """The `forecasts_for(horizon)` callable `ppe.pipeline.plan` iterates on."""
+    bandwidth = _neighbours(idx.bandwidth)
+    latency = _neighbours(idx.latency)
+    memo: dict[tuple[int, float | None], tuple[Any, Stochastic, dict[str, Any]]] = {}
 
-    def link(sid: int, metric: str, horizon: float | None) -> Any:
-        return cache.forecast(sid, metric, horizon_s=horizon, confidence=confidence, at=at)
+    def forecast(
+        sid: int, metric: str, horizon: float | None
+    ) -> tuple[Any, Stochastic, dict[str, Any]]:
+        key = (sid, horizon)
+        if key not in memo:
+            memo[key] = cache.forecast_input(
+                sid, metric, horizon_s=horizon, confidence=confidence, at=at
+            )
+        return memo[key]
+
+    def host(name: str, horizon: float | None) -> HostForecasts:
+        cpu, cpu_value, cpu_json = forecast(idx.cpu[name], "cpu", horizon)
+        # Modes describe the recent values (the one-step fit), whatever the horizon.
+        recent = forecast(idx.cpu[name], "cpu", None)[0]
+        bw: dict[str, Stochastic] = {}
+        links: dict[str, Any] = {}
+        for peer, sid in bandwidth.get(name, {}).items():
+            fc, value, as_json = forecast(sid, "bandwidth", horizon)
+            bw[peer] = value
+            links[peer] = {"forecast": as_json, **quality(fc)}
+        lat = [forecast(sid, "latency", horizon)[0].mean
+               for sid in latency.get(name, {}).values()]
+        return HostForecasts(
+            cpu=cpu_value,
+            bandwidth=bw,
+            default_bandwidth=Point(default_bandwidth),
+            latency=sum(lat) / len(lat) if lat else default_latency,
+            multimode=recent.multimode,
+            age_s=cpu.age_s,
+            details={"cpu": cpu, "cpu_json": cpu_json, "links": links},
+        )
 
     def forecasts_for(horizon: float | None) -> Mapping[str, HostForecasts]:
-        out: dict[str, HostForecasts] = {}
-        for name in names:
-            cpu = cache.forecast(
-                idx.cpu[name], "cpu", horizon_s=horizon, confidence=confidence, at=at
-            )
-            bw: dict[str, Stochastic] = {}
-            bw_details: dict[str, Any] = {}
-            lat: list[float] = []
-            for peer in names:
-                sid = idx.bandwidth.get((name, peer)) or idx.bandwidth.get((peer, name))
-                if sid is not None and peer != name:
-                    fc = link(sid, "bandwidth", horizon)
-                    bw[peer] = to_stochastic(fc)
-                    bw_details[peer] = {"forecast": fc, **quality(fc)}
-                lsid = idx.latency.get((name, peer)) or idx.latency.get((peer, name))
-                if lsid is not None and peer != name:
-                    lat.append(link(lsid, "latency", horizon).mean)
-            # Modes describe the recent values (the one-step fit), whatever the horizon.
-            recent = cache.forecast(idx.cpu[name], "cpu", confidence=confidence, at=at)
-            out[name] = HostForecasts(
-                cpu=to_stochastic(cpu),
-                bandwidth=bw,
-                default_bandwidth=Point(default_bandwidth),
-                latency=sum(lat) / len(lat) if lat else default_latency,
-                multimode=recent.multimode,
-                age_s=cpu.age_s,
-                details={"cpu": cpu, "links": bw_details},
-            )
-        return out
+        return {name: host(name, horizon) for name in names}
 
     return forecasts_for
 
@@ -187,20 +201,14 @@ def inputs_report(inputs: Mapping[str, HostForecasts], confidence: float) -> lis
         entry: dict[str, Any] = {
             "host": host,
             "metric": "cpu",
-            "forecast": hf.cpu.to_dict(confidence),
+            "forecast": hf.details.get("cpu_json") or hf.cpu.to_dict(confidence),
         }
         if cpu is not None:
             entry.update(quality(cpu))
         entry["multimode"] = hf.multimode
         report.append(entry)
         for peer, d in hf.details.get("links", {}).items():
-            report.append({
-                "host": host,
-                "metric": "bandwidth",
-                "peer": peer,
-                "forecast": to_stochastic(d["forecast"]).to_dict(confidence),
-                **{k: v for k, v in d.items() if k != "forecast"},
-            })
+            report.append({"host": host, "metric": "bandwidth", "peer": peer, **d})
     return report
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy.orm import Session
 
 from ppe.pipeline import PlanOptions, predict_allocation
@@ -26,7 +27,7 @@ def post_prediction(
     session: Session = Depends(get_session),
     metrics: Metrics = Depends(get_metrics),
     _role: str = Depends(require(*APP_USE)),
-) -> dict[str, Any]:
+) -> JSONResponse:
     rows = {a.host: a.rows for a in body.allocation}
     with domain_errors():
         specs = planning.host_specs(
@@ -61,4 +62,4 @@ def post_prediction(
     session.add(log)
     session.flush()
     metrics.predictions.inc()
-    return {"id": log.id, **response}
+    return JSONResponse({"id": log.id, **response})

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi.responses import JSONResponse
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -28,7 +29,7 @@ def post_schedule(
     session: Session = Depends(get_session),
     metrics: Metrics = Depends(get_metrics),
     _role: str = Depends(require(*APP_USE)),
-) -> dict[str, Any]:
+) -> JSONResponse:
     if body.strategy not in scheduler.STRATEGIES:
         raise HTTPException(422, [{"field": "strategy", "reason": (
             f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}")}])
@@ -43,12 +44,19 @@ def post_schedule(
             default_bandwidth=body.bandwidth, default_latency=body.latency,
         )
         params = {**body.params, "n": body.n, "I": body.iterations}
-        options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile)
+        hints = request.app.state.horizon_hints
+        hint_key = (model.digest, body.n, body.iterations, tuple(names), body.strategy,
+                    body.k, body.quantile, body.at, body.select)
+        options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile,
+                              initial_horizon=hints.get(hint_key))
         if body.select:
             metas = planning.select_chain(
                 model, params, metas, forecasts_for, body.strategy, options
             )
         result = plan(model, params, metas, forecasts_for, body.strategy, options)
+        if len(hints) > 10_000:
+            hints.clear()
+        hints[hint_key] = result.horizon_s
     c = body.confidence
     response: dict[str, Any] = {
         "app": body.app,
@@ -69,7 +77,7 @@ def post_schedule(
     response = {"id": log.id, **response}
     log.response = response
     metrics.schedules.labels(body.strategy).inc()
-    return response
+    return JSONResponse(response)  # already JSON-ready: skip FastAPI's generic encoder
 
 
 @router.get("/schedules")
