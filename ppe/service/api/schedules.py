@@ -73,9 +73,8 @@ def post_schedule(
     }
     log = ServedLog(kind="schedule", request=body.model_dump(mode="json"), response=response)
     session.add(log)
-    session.flush()
+    session.flush()  # assigns the id; the stored response is the same minus it
     response = {"id": log.id, **response}
-    log.response = response
     metrics.schedules.labels(body.strategy).inc()
     return JSONResponse(response)  # already JSON-ready: skip FastAPI's generic encoder
 
@@ -91,7 +90,7 @@ def list_schedules(
         .order_by(ServedLog.id.desc()).limit(limit)
     ).scalars()
     return [{"id": r.id, "created_at": r.created_at, "request": r.request,
-             "response": r.response} for r in rows]
+             "response": {"id": r.id, **r.response}} for r in rows]
 
 
 @router.get("/schedules/{schedule_id}")
@@ -103,4 +102,5 @@ def get_schedule(
     r = session.get(ServedLog, schedule_id)
     if r is None or r.kind != "schedule":
         raise HTTPException(404, f"no schedule {schedule_id}")
-    return {"id": r.id, "created_at": r.created_at, "request": r.request, "response": r.response}
+    return {"id": r.id, "created_at": r.created_at, "request": r.request,
+            "response": {"id": r.id, **r.response}}
