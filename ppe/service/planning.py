@@ -193,6 +193,27 @@ def make_forecasts_for(
     return forecasts_for
 
 
+def prepare(
+    session: Session,
+    cache: ForecastCache,
+    specs: Sequence[HostSpec],
+    n: int,
+    *,
+    confidence: float,
+    at: float | None,
+    default_bandwidth: float,
+    default_latency: float,
+) -> tuple[list[HostMeta], Any]:
+    """Hosts as the pipeline wants them and their `forecasts_for`, for one request."""
+    names = [s.name for s in specs]
+    idx = index_series(session, names)
+    forecasts_for = make_forecasts_for(
+        cache, idx, names, confidence=confidence, at=at,
+        default_bandwidth=default_bandwidth, default_latency=default_latency,
+    )
+    return host_meta(specs, idx, n), forecasts_for
+
+
 def inputs_report(inputs: Mapping[str, HostForecasts], confidence: float) -> list[dict[str, Any]]:
     """What a caller needs to judge the quality of information behind an answer."""
     report = []

@@ -33,14 +33,11 @@ def post_prediction(
         specs = planning.host_specs(
             [HostIn(name=a.host, benchmark=a.benchmark) for a in body.allocation]
         )
-        names = [s.name for s in specs]
         model = models_registry.resolve(session, body.model, body.grammar)
-        idx = planning.index_series(session, names)
-        n = int(body.params.get("n", sum(rows.values())))
-        metas = planning.host_meta(specs, idx, n)
-        forecasts_for = planning.make_forecasts_for(
-            request.app.state.forecasts, idx, names, confidence=body.confidence, at=body.at,
-            default_bandwidth=body.bandwidth, default_latency=body.latency,
+        metas, forecasts_for = planning.prepare(
+            session, request.app.state.forecasts, specs,
+            int(body.params.get("n", sum(rows.values()))), confidence=body.confidence,
+            at=body.at, default_bandwidth=body.bandwidth, default_latency=body.latency,
         )
         options = PlanOptions(confidence=body.confidence, engine=body.engine,
                               predict_samples=body.samples, seed=body.seed)

@@ -36,13 +36,11 @@ def post_schedule(
     with domain_errors():
         specs = planning.host_specs(body.hosts)
         model = models_registry.resolve(session, body.app)
-        names = [s.name for s in specs]
-        idx = planning.index_series(session, names)
-        metas = planning.host_meta(specs, idx, body.n)
-        forecasts_for = planning.make_forecasts_for(
-            request.app.state.forecasts, idx, names, confidence=body.confidence, at=body.at,
-            default_bandwidth=body.bandwidth, default_latency=body.latency,
+        metas, forecasts_for = planning.prepare(
+            session, request.app.state.forecasts, specs, body.n, confidence=body.confidence,
+            at=body.at, default_bandwidth=body.bandwidth, default_latency=body.latency,
         )
+        names = [m.name for m in metas]
         params = {**body.params, "n": body.n, "I": body.iterations}
         hints = request.app.state.horizon_hints
         hint_key = (model.digest, body.n, body.iterations, tuple(names), body.strategy,
