@@ -21,6 +21,7 @@ when the relative spread is below ``point_rtol``).
 
 from __future__ import annotations
 
+import functools
 import math
 import warnings
 from collections.abc import Sequence
@@ -31,7 +32,7 @@ import numpy as np
 from scipy.stats import norm
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.mixture import GaussianMixture
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from forecaster.history import FloatArray
 
@@ -131,6 +132,12 @@ def fit_distribution(
     return Distribution("mixture", comps, mean, std, True, n, bic)
 
 
+@functools.cache
+def _threadpools() -> ThreadpoolController:
+    """Found once: scanning the loaded BLAS/OpenMP libraries costs more than a small fit."""
+    return ThreadpoolController()
+
+
 def _bic_fits(
     x: FloatArray, mean: float, std: float, opts: FitOptions
 ) -> tuple[dict[int, float], list[Component]]:
@@ -146,7 +153,7 @@ def _bic_fits(
         gm = GaussianMixture(k, reg_covar=opts.reg_covar, random_state=opts.seed)
         # One thread: on a 1-D problem of 2000 points, OpenMP/BLAS threads cost far more than
         # they save (about 20x slower on a busy 2-core host).
-        with warnings.catch_warnings(), threadpool_limits(limits=1):
+        with warnings.catch_warnings(), _threadpools().limit(limits=1):
             warnings.simplefilter("ignore", ConvergenceWarning)
             gm.fit(z)
         # BIC of the data in original units (the standardisation Jacobian is the same for every K).

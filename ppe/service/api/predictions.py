@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, Request, Response
 from sqlalchemy.orm import Session
 
 from ppe.pipeline import PlanOptions, predict_allocation
@@ -14,6 +13,7 @@ from ppe.service.auth import APP_USE, require
 from ppe.service.deps import get_metrics, get_session
 from ppe.service.errors import domain_errors
 from ppe.service.metrics import Metrics
+from ppe.service.responses import json_response
 from ppe.service.schemas import HostIn, PredictionRequest
 from ppe.service.store.models import ServedLog
 
@@ -27,7 +27,7 @@ def post_prediction(
     session: Session = Depends(get_session),
     metrics: Metrics = Depends(get_metrics),
     _role: str = Depends(require(*APP_USE)),
-) -> JSONResponse:
+) -> Response:
     rows = {a.host: a.rows for a in body.allocation}
     with domain_errors():
         specs = planning.host_specs(
@@ -59,4 +59,4 @@ def post_prediction(
     session.add(log)
     session.flush()
     metrics.predictions.inc()
-    return JSONResponse({"id": log.id, **response})
+    return json_response({"id": log.id, **response})

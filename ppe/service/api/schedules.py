@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
-from fastapi.responses import JSONResponse
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -16,6 +15,7 @@ from ppe.service.auth import APP_USE, READ, require
 from ppe.service.deps import get_metrics, get_session
 from ppe.service.errors import domain_errors
 from ppe.service.metrics import Metrics
+from ppe.service.responses import json_response
 from ppe.service.schemas import ScheduleRequest
 from ppe.service.store.models import ServedLog
 
@@ -29,7 +29,7 @@ def post_schedule(
     session: Session = Depends(get_session),
     metrics: Metrics = Depends(get_metrics),
     _role: str = Depends(require(*APP_USE)),
-) -> JSONResponse:
+) -> Response:
     if body.strategy not in scheduler.STRATEGIES:
         raise HTTPException(422, [{"field": "strategy", "reason": (
             f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}")}])
@@ -74,7 +74,7 @@ def post_schedule(
     session.flush()  # assigns the id; the stored response is the same minus it
     response = {"id": log.id, **response}
     metrics.schedules.labels(body.strategy).inc()
-    return JSONResponse(response)  # already JSON-ready: skip FastAPI's generic encoder
+    return json_response(response)  # already JSON-ready: skip FastAPI's generic encoder
 
 
 @router.get("/schedules")

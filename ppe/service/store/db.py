@@ -6,6 +6,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
+import orjson
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
@@ -27,13 +28,30 @@ def is_sqlite(url: str) -> bool:
     return url.startswith("sqlite")
 
 
+def _json_dumps(value: object) -> str:
+    """orjson: the served-log rows hold 30-50 kB documents, written on every schedule."""
+    return orjson.dumps(value, option=orjson.OPT_SERIALIZE_NUMPY).decode()
+
+
 def make_engine(url: str) -> Engine:
     url = normalize_url(url)
     if is_sqlite(url):
-        engine = create_engine(url, connect_args={"timeout": 30, "check_same_thread": False})
+        engine = create_engine(
+            url,
+            connect_args={"timeout": 30, "check_same_thread": False},
+            json_serializer=_json_dumps,
+            json_deserializer=orjson.loads,
+        )
         event.listen(engine, "connect", _sqlite_pragmas)
         return engine
-    return create_engine(url, pool_size=10, max_overflow=20, pool_pre_ping=True)
+    return create_engine(
+        url,
+        pool_size=10,
+        max_overflow=20,
+        pool_pre_ping=True,
+        json_serializer=_json_dumps,
+        json_deserializer=orjson.loads,
+    )
 
 
 def _sqlite_pragmas(dbapi_conn, _record) -> None:  # type: ignore[no-untyped-def]
