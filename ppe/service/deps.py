@@ -13,9 +13,22 @@ from ppe.service.metrics import Metrics
 
 
 def get_session(request: Request) -> Iterator[Session]:
-    """One transaction per request: committed when the handler returns, rolled back on error."""
-    with request.app.state.sessions() as session, session.begin():
-        yield session
+    """Committed when the handler returns, rolled back on error; a handler may `release` the
+    connection midway (the session begins again by itself on its next statement)."""
+    with request.app.state.sessions() as session:
+        try:
+            yield session
+            session.commit()
+        except BaseException:
+            session.rollback()
+            raise
+
+
+def release(session: Session) -> None:
+    """End the read transaction so the connection returns to the pool before the forecast cache
+    reads the store on its own: a request never holds two pooled connections at once, which
+    would deadlock a pool that every worker thread has taken one from."""
+    session.commit()
 
 
 def get_engine(request: Request) -> Engine:

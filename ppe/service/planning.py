@@ -19,6 +19,7 @@ import scheduler
 from ppe import core
 from ppe.core.stochastic import Point, Stochastic
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
+from ppe.service.deps import release
 from ppe.service.forecasts import ForecastCache
 from ppe.service.store.models import Resource, Series
 
@@ -207,6 +208,7 @@ def prepare(
     """Hosts as the pipeline wants them and their `forecasts_for`, for one request."""
     names = [s.name for s in specs]
     idx = index_series(session, names)
+    release(session)
     forecasts_for = make_forecasts_for(
         cache, idx, names, confidence=confidence, at=at,
         default_bandwidth=default_bandwidth, default_latency=default_latency,

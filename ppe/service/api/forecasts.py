@@ -10,7 +10,7 @@ from sqlalchemy.orm import Session
 
 from forecaster import InsufficientData, batch_forecasts
 from ppe.service.auth import READ, require
-from ppe.service.deps import get_session
+from ppe.service.deps import get_session, release
 from ppe.service.forecasts import ForecastCache
 from ppe.service.schemas import Metric
 from ppe.service.store.measurements import find_series
@@ -22,6 +22,7 @@ def series_or_404(session: Session, resource: str, metric: str, peer: str | None
     if metric in ("bandwidth", "latency") and not peer:
         raise HTTPException(422, f"{metric} is a link metric: give ?peer=")
     sid = find_series(session, resource, metric, peer or "")
+    release(session)
     if sid is None:
         what = f"{resource}/{metric}" + (f" to {peer}" if peer else "")
         raise HTTPException(404, f"no measurements for {what}")

@@ -39,6 +39,8 @@ def make_engine(url: str) -> Engine:
         engine = create_engine(
             url,
             connect_args={"timeout": 30, "check_same_thread": False},
+            pool_size=20,  # cheap file handles; one per concurrent request thread
+            max_overflow=20,
             json_serializer=_json_dumps,
             json_deserializer=orjson.loads,
         )
