@@ -1,0 +1,38 @@
+"""Many concurrent requests on a real server: no request may wait on a second pooled connection."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+
+import httpx
+import numpy as np
+import pytest
+
+pytestmark = pytest.mark.slow
+
+
+def test_concurrent_forecasts_and_schedules(db_url, server_factory, env_tokens_factory) -> None:  # type: ignore[no-untyped-def]
+    tokens = env_tokens_factory(db_url)
+    server = server_factory(db_url)
+    rng = np.random.default_rng(0)
+    items = [{"resource": f"h{h}", "metric": "cpu", "timestamp": 1.6e9 + 300 * k,
+              "value": float(np.clip(0.6 + 0.2 * rng.standard_normal(), 0.01, 1))}
+             for h in range(8) for k in range(200)]
+    with httpx.Client(base_url=server.base_url, timeout=120) as c:
+        r = c.post("/api/v1/measurements", json={"measurements": items},
+                   headers={"Authorization": f"Bearer {tokens['sensor']}"})
+        assert r.status_code == 200
+    headers = {"Authorization": f"Bearer {tokens['app']}"}
+    body = {"app": "sor", "n": 1000, "iterations": 10, "strategy": "mean",
+            "hosts": [{"name": f"h{h}", "benchmark": 2e-8} for h in range(8)]}
+
+    def call(i: int) -> int:
+        with httpx.Client(base_url=server.base_url, timeout=60, headers=headers) as c:
+            if i % 2:
+                return c.get(f"/api/v1/forecasts/h{i % 8}/cpu?horizon={600 * (i + 1)}").status_code
+            return c.post("/api/v1/schedules", json=body).status_code
+
+    # More concurrent requests than the store's connection pool holds (40 for SQLite).
+    with ThreadPoolExecutor(64) as pool:
+        codes = list(pool.map(call, range(128)))
+    assert codes.count(200) == len(codes), codes
