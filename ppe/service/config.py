@@ -29,6 +29,9 @@ class Settings:
     history_limit: int = 5_000
     # Where replay jobs may read server-side traces from.
     trace_dirs: tuple[str, ...] = field(default_factory=tuple)
+    # Threads that run request handlers in each worker. Planning is CPU-bound Python: more
+    # threads than cores only trade throughput for GIL contention.
+    request_threads: int = 4
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -40,4 +43,5 @@ class Settings:
             max_batch=int(os.environ.get("PPE_MAX_BATCH", "50000")),
             migrate_on_start=os.environ.get("PPE_SKIP_MIGRATIONS", "") != "1",
             trace_dirs=dirs,
+            request_threads=int(os.environ.get("PPE_REQUEST_THREADS", "4")),
         )

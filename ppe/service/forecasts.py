@@ -34,7 +34,7 @@ from forecaster import (
     snap_horizon,
 )
 from ppe.core.stochastic import Stochastic, from_components
-from ppe.service.store.measurements import read_series
+from ppe.service.store.measurements import latest_timestamps, read_series
 
 CPU_BOUNDS = (0.0, 1.0)
 NONNEGATIVE = (0.0, float("inf"))
@@ -88,6 +88,24 @@ class ForecastCache:
             ]
             for h in targets:
                 h.checked_at = 0.0
+
+    def refresh(self, series_ids: list[int]) -> None:
+        """One grouped query for many series: those with nothing new are marked fresh, so a
+        64-host plan does not pay 64 catch-up reads every `fresh_s`."""
+        now = time.monotonic()
+        with self._lock:
+            stale = {
+                sid: h for sid in series_ids
+                if (h := self._histories.get(sid)) is not None and h.timestamps.size
+                and now - h.checked_at >= self.fresh_s
+            }
+        if not stale:
+            return
+        newest = latest_timestamps(self.engine, list(stale))
+        for sid, h in stale.items():
+            with h.lock:
+                if newest.get(sid) == float(h.timestamps[-1]):
+                    h.checked_at = now
 
     def _fresh(self, series_id: int) -> _History:
         """The series' state, caught up with the store (call with no lock held)."""

@@ -154,6 +154,8 @@ def make_forecasts_for(
     """The `forecasts_for(horizon)` callable `ppe.pipeline.plan` iterates on."""
     bandwidth = _neighbours(idx.bandwidth)
     latency = _neighbours(idx.latency)
+    if at is None:
+        cache.refresh([*idx.cpu.values(), *idx.bandwidth.values(), *idx.latency.values()])
     memo: dict[tuple[int, float | None], tuple[Any, Stochastic, dict[str, Any]]] = {}
 
     def forecast(

@@ -82,3 +82,25 @@ def test_history_has_causal_band(env, trace) -> None:  # type: ignore[no-untyped
     assert len(body["timestamps"]) == len(body["forecasts"]) == 200
     assert body["forecasts"][0] is None  # nothing seen before the first sample
     assert set(body["members"]) and all(v["mae"] >= 0 for v in body["members"].values())
+
+
+def test_rows_written_by_another_worker_show_up(env) -> None:  # type: ignore[no-untyped-def]
+    """Another worker's writes bypass this worker's invalidation; the freshness check finds them."""
+    import time as _time
+
+    from ppe.service.store.db import make_engine, make_sessionmaker, session_scope
+    from ppe.service.store.measurements import Row, insert_batch
+
+    t0 = 1.7e9
+    post_series(env, "h1", t0 + 10 * np.arange(40), np.full(40, 0.9))
+    body = {"app": "sor", "n": 500, "iterations": 5, "hosts": [{"name": "h1", "benchmark": 2e-8}]}
+    before = env.client.post("/api/v1/schedules", json=body, headers=env.h("app")).json()
+    engine = make_engine(env.url)
+    with session_scope(make_sessionmaker(engine)) as s:
+        insert_batch(s, [Row("h1", "cpu", "", t0 + 10 * k, 0.1) for k in range(40, 80)])
+    engine.dispose()
+    _time.sleep(1.2)  # the cache's freshness window
+    after = env.client.post("/api/v1/schedules", json=body, headers=env.h("app")).json()
+    fc = env.client.get("/api/v1/forecasts/h1/cpu", headers=env.h("app")).json()
+    assert fc["samples"] == 80
+    assert after["makespan"]["mean"] > 3 * before["makespan"]["mean"]

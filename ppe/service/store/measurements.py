@@ -130,5 +130,16 @@ def read_series(
     )
     with engine.connect() as conn:
         rows = conn.execute(stmt).all()
-    rows.reverse()
+    rows = list(reversed(rows))
     return [r[0] for r in rows], [r[1] for r in rows]
+
+
+def latest_timestamps(engine: Engine, series_ids: list[int]) -> dict[int, float]:
+    """Newest timestamp per series (an index seek each, on the (series, timestamp) key)."""
+    stmt = (
+        select(Measurement.series_id, func.max(Measurement.timestamp))
+        .where(Measurement.series_id.in_(series_ids))
+        .group_by(Measurement.series_id)
+    )
+    with engine.connect() as conn:
+        return {int(sid): float(ts) for sid, ts in conn.execute(stmt)}
