@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -266,19 +266,8 @@ def host_inputs(
 
 def _dedicated_row_times(model: Any, params: Mapping[str, Any], inputs: list[Any]) -> list[float]:
     """Time per row on an idle host (the ``static`` strategy's speed measure)."""
-    idle = [_with_cpu(x, Point(1.0)) for x in inputs]
+    idle = [replace(x, cpu=Point(1.0)) for x in inputs]
     return [float(a.mean()) for a, _ in core.linear_host_models(model, params, idle)]
-
-
-def _with_cpu(inp: Any, cpu: Any) -> Any:
-    return core.HostInputs(
-        name=inp.name,
-        benchmark=inp.benchmark,
-        cpu=cpu,
-        bw_next=inp.bw_next,
-        bw_prev=inp.bw_prev,
-        latency=inp.latency,
-    )
 
 
 def _schedule(
