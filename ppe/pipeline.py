@@ -187,15 +187,14 @@ class PlanOptions:
 
 
 @dataclass(frozen=True)
-class PlanResult:
-    """A schedule with its prediction and everything that went into it.
+class PredictResult:
+    """Prediction of an allocation with everything that went into it, horizon settled.
 
-    ``hosts`` is the chain order of the hosts given; ``rows`` has every host (0 when the
-    scheduler dropped it); ``per_host`` and ``makespan`` are stochastic values;
-    ``inputs`` are the forecasts of the last round, taken for ``horizon_s`` seconds.
+    ``hosts`` is the chain order of the hosts given; ``rows`` has every host (0 when it got
+    none); ``per_host`` and ``makespan`` are stochastic values; ``inputs`` are the forecasts
+    of the last round, taken for ``horizon_s`` seconds.
     """
 
-    strategy: str
     hosts: list[str]
     rows: dict[str, int]
     per_host: dict[str, Any]
@@ -212,18 +211,10 @@ class PlanResult:
 
 
 @dataclass(frozen=True)
-class PredictResult:
-    """Prediction of a given allocation (``POST /predictions``), horizon settled."""
+class PlanResult(PredictResult):
+    """A schedule: the allocation a strategy chose (``rows``), predicted like any other."""
 
-    hosts: list[str]
-    rows: dict[str, int]
-    per_host: dict[str, Any]
-    makespan: Any
-    inputs: dict[str, HostForecasts]
-    horizon_s: float | None
-    rounds: int
-    converged: bool
-    prediction: Any = None
+    strategy: str = ""
 
 
 def total_rows(params: Mapping[str, Any]) -> int:

@@ -60,16 +60,8 @@ class GrammarError(ModelError):
 
     kind = "grammar"
 
-    def __init__(
-        self,
-        message: str,
-        *,
-        line: int | None = None,
-        column: int | None = None,
-        token: str | None = None,
-        name: str | None = None,
-    ) -> None:
-        super().__init__(message, line=line, column=column, token=token, name=name)
+    def __init__(self, message: str, **where: Any) -> None:
+        super().__init__(message, **where)
         self.errors: list[GrammarError] = [self]
 
 

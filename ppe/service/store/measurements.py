@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -36,7 +35,7 @@ def ensure_resources(session: Session, names: Iterable[str]) -> dict[str, int]:
         return {}
     session.execute(
         _insert(session, Resource.__table__).on_conflict_do_nothing(index_elements=["name"]),
-        [{"name": n, "properties": {}, "created_at": _now()} for n in names],
+        [{"name": n} for n in names],  # properties and created_at: the columns' defaults
     )
     rows = session.execute(select(Resource.name, Resource.id).where(Resource.name.in_(names)))
     return {name: rid for name, rid in rows}
@@ -93,10 +92,6 @@ def insert_batch(session: Session, rows: Sequence[Row]) -> int:
 
 def count_measurements(session: Session) -> int:
     return int(session.execute(select(func.count()).select_from(Measurement)).scalar_one())
-
-
-def _now() -> float:
-    return time.time()
 
 
 def find_series(session: Session, resource: str, metric: str, peer: str = "") -> int | None:
