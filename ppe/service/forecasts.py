@@ -107,6 +107,21 @@ class ForecastCache:
                 if newest.get(sid) == float(h.timestamps[-1]):
                     h.checked_at = now
 
+    def versions(self, series_ids: list[int]) -> tuple[tuple[int, int, float | None], ...]:
+        """(series, sample count, newest timestamp) of each series, caught up with the store.
+
+        Every forecast of a live series, at any horizon, is a function of these: a plan over
+        the same versions is the same plan (the service memoises plans on them).
+        """
+        self.refresh(series_ids)
+        out = []
+        for sid in series_ids:
+            h = self._fresh(sid)
+            with h.lock:
+                size = int(h.timestamps.size)
+                out.append((sid, size, float(h.timestamps[-1]) if size else None))
+        return tuple(out)
+
     def _fresh(self, series_id: int) -> _History:
         """The series' state, caught up with the store (call with no lock held)."""
         with self._lock:
@@ -146,7 +161,8 @@ class ForecastCache:
 
         `age_s` of a live forecast is measured against the wall clock, so stale sensors show.
         """
-        return self._forecast(series_id, metric, horizon_s, confidence, at)[1]
+        fc = self._forecast(series_id, metric, horizon_s, confidence, at)[1]
+        return fc if at is not None else with_age(fc, time.time())
 
     def forecast_input(
         self,
@@ -158,7 +174,10 @@ class ForecastCache:
         at: float | None = None,
     ) -> tuple[SeriesForecast, Stochastic, dict[str, Any]]:
         """The forecast, its distribution as a model input, and that input's JSON form —
-        memoised with the forecast, since a 64-host plan asks for them every round."""
+        memoised with the forecast, since a 64-host plan asks for them every round.
+
+        The forecast's `age_s` is as of when it was computed: callers that report it take it
+        from `last_timestamp` (:func:`with_age`)."""
         key, fc = self._forecast(series_id, metric, horizon_s, confidence, at)
         hit = self._inputs.get(key) if key is not None else None
         if hit is None:
@@ -203,7 +222,12 @@ class ForecastCache:
                     if len(self._results) > 50_000:
                         self._results.clear()
                     self._results[key] = result
-        return key, replace(result, age_s=max(0.0, time.time() - result.last_timestamp))
+        return key, result
 
 
-__all__ = ["ForecastCache", "InsufficientData", "bounds_for"]
+def with_age(fc: SeriesForecast, now: float) -> SeriesForecast:
+    """The forecast with its age measured at ``now`` (wall clock), so stale sensors show."""
+    return replace(fc, age_s=max(0.0, now - fc.last_timestamp))
+
+
+__all__ = ["ForecastCache", "InsufficientData", "bounds_for", "with_age"]

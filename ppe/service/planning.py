@@ -8,6 +8,7 @@ service and the replay run the very same planning code.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -53,6 +54,9 @@ class SeriesIndex:
     bandwidth: dict[tuple[str, str], int]
     latency: dict[tuple[str, str], int]
     properties: dict[str, dict[str, Any]]
+
+    def series_ids(self) -> list[int]:
+        return [*self.cpu.values(), *self.bandwidth.values(), *self.latency.values()]
 
 
 def host_specs(hosts: Sequence[Any]) -> list[HostSpec]:
@@ -120,13 +124,14 @@ def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def quality(fc: Any) -> dict[str, Any]:
+def quality(fc: Any, now: float | None = None) -> dict[str, Any]:
+    """Quality of information of one forecast; its age against ``now`` when given (live data)."""
     return {
         "predictor": fc.predictor,
         "mse": _finite(fc.mse),
         "mae": _finite(fc.mae),
         "samples": fc.n,
-        "age_s": fc.age_s,
+        "age_s": fc.age_s if now is None else max(0.0, now - fc.last_timestamp),
         "horizon_s": fc.horizon_s,
     }
 
@@ -141,59 +146,76 @@ def _neighbours(pairs: Mapping[tuple[str, str], int]) -> dict[str, dict[str, int
     return out
 
 
-def make_forecasts_for(
-    cache: ForecastCache,
-    idx: SeriesIndex,
-    names: Sequence[str],
-    *,
-    confidence: float,
-    at: float | None,
-    default_bandwidth: float,
-    default_latency: float,
-) -> Any:
-    """The `forecasts_for(horizon)` callable `ppe.pipeline.plan` iterates on."""
-    bandwidth = _neighbours(idx.bandwidth)
-    latency = _neighbours(idx.latency)
-    if at is None:
-        cache.refresh([*idx.cpu.values(), *idx.bandwidth.values(), *idx.latency.values()])
-    memo: dict[tuple[int, float | None], tuple[Any, Stochastic, dict[str, Any]]] = {}
+class StoreForecasts:
+    """The `forecasts_for(horizon)` callable `ppe.pipeline.plan` iterates on, over the cache.
 
-    def forecast(
-        sid: int, metric: str, horizon: float | None
+    Forecasts are memoised per (series, horizon) for the request, so the horizon loop and
+    the answer's report read each one once.
+    """
+
+    def __init__(
+        self,
+        cache: ForecastCache,
+        idx: SeriesIndex,
+        names: Sequence[str],
+        *,
+        confidence: float,
+        at: float | None,
+        default_bandwidth: float,
+        default_latency: float,
+    ) -> None:
+        self.cache = cache
+        self.idx = idx
+        self.names = list(names)
+        self.confidence = confidence
+        self.at = at
+        self.default_bandwidth = Point(default_bandwidth)
+        self.default_latency = default_latency
+        self._bandwidth = _neighbours(idx.bandwidth)
+        self._latency = _neighbours(idx.latency)
+        self._memo: dict[tuple[int, float | None], tuple[Any, Stochastic, dict[str, Any]]] = {}
+        if at is None:
+            cache.refresh(idx.series_ids())
+
+    def data_version(self) -> tuple[Any, ...] | None:
+        """What every forecast here is computed from; None for `at` (read from the store)."""
+        return None if self.at is not None else self.cache.versions(self.idx.series_ids())
+
+    def __call__(self, horizon: float | None) -> Mapping[str, HostForecasts]:
+        return {name: self._host(name, horizon) for name in self.names}
+
+    def _forecast(
+        self, sid: int, metric: str, horizon: float | None
     ) -> tuple[Any, Stochastic, dict[str, Any]]:
         key = (sid, horizon)
-        if key not in memo:
-            memo[key] = cache.forecast_input(
-                sid, metric, horizon_s=horizon, confidence=confidence, at=at
+        if key not in self._memo:
+            self._memo[key] = self.cache.forecast_input(
+                sid, metric, horizon_s=horizon, confidence=self.confidence, at=self.at
             )
-        return memo[key]
+        return self._memo[key]
 
-    def host(name: str, horizon: float | None) -> HostForecasts:
-        cpu, cpu_value, cpu_json = forecast(idx.cpu[name], "cpu", horizon)
+    def _host(self, name: str, horizon: float | None) -> HostForecasts:
+        cpu, cpu_value, cpu_json = self._forecast(self.idx.cpu[name], "cpu", horizon)
         # Modes describe the recent values (the one-step fit), whatever the horizon.
-        recent = forecast(idx.cpu[name], "cpu", None)[0]
+        recent = self._forecast(self.idx.cpu[name], "cpu", None)[0]
         bw: dict[str, Stochastic] = {}
         links: dict[str, Any] = {}
-        for peer, sid in bandwidth.get(name, {}).items():
-            fc, value, as_json = forecast(sid, "bandwidth", horizon)
+        for peer, sid in self._bandwidth.get(name, {}).items():
+            fc, value, as_json = self._forecast(sid, "bandwidth", horizon)
             bw[peer] = value
-            links[peer] = {"forecast": as_json, **quality(fc)}
-        lat = [forecast(sid, "latency", horizon)[0].mean
-               for sid in latency.get(name, {}).values()]
+            links[peer] = {"forecast": as_json, "fc": fc}
+        lat = [self._forecast(sid, "latency", horizon)[0].mean
+               for sid in self._latency.get(name, {}).values()]
+        live = self.at is None
         return HostForecasts(
             cpu=cpu_value,
             bandwidth=bw,
-            default_bandwidth=Point(default_bandwidth),
-            latency=sum(lat) / len(lat) if lat else default_latency,
+            default_bandwidth=self.default_bandwidth,
+            latency=sum(lat) / len(lat) if lat else self.default_latency,
             multimode=recent.multimode,
-            age_s=cpu.age_s,
+            age_s=max(0.0, time.time() - cpu.last_timestamp) if live else cpu.age_s,
             details={"cpu": cpu, "cpu_json": cpu_json, "links": links},
         )
-
-    def forecasts_for(horizon: float | None) -> Mapping[str, HostForecasts]:
-        return {name: host(name, horizon) for name in names}
-
-    return forecasts_for
 
 
 def prepare(
@@ -206,20 +228,27 @@ def prepare(
     at: float | None,
     default_bandwidth: float,
     default_latency: float,
-) -> tuple[list[HostMeta], Any]:
+) -> tuple[list[HostMeta], StoreForecasts]:
     """Hosts as the pipeline wants them and their `forecasts_for`, for one request."""
     names = [s.name for s in specs]
     idx = index_series(session, names)
     release(session)
-    forecasts_for = make_forecasts_for(
+    forecasts_for = StoreForecasts(
         cache, idx, names, confidence=confidence, at=at,
         default_bandwidth=default_bandwidth, default_latency=default_latency,
     )
     return host_meta(specs, idx, n), forecasts_for
 
 
-def inputs_report(inputs: Mapping[str, HostForecasts], confidence: float) -> list[dict[str, Any]]:
-    """What a caller needs to judge the quality of information behind an answer."""
+def inputs_report(
+    inputs: Mapping[str, HostForecasts], confidence: float, at: float | None
+) -> list[dict[str, Any]]:
+    """What a caller needs to judge the quality of information behind an answer.
+
+    Live forecasts (``at`` None) are aged at answer time, also when the plan was memoised;
+    forecasts as of a past ``at`` keep their age at that time.
+    """
+    now = time.time() if at is None else None
     report = []
     for host, hf in inputs.items():
         cpu = hf.details.get("cpu")
@@ -229,11 +258,12 @@ def inputs_report(inputs: Mapping[str, HostForecasts], confidence: float) -> lis
             "forecast": hf.details.get("cpu_json") or hf.cpu.to_dict(confidence),
         }
         if cpu is not None:
-            entry.update(quality(cpu))
+            entry.update(quality(cpu, now))
         entry["multimode"] = hf.multimode
         report.append(entry)
         for peer, d in hf.details.get("links", {}).items():
-            report.append({"host": host, "metric": "bandwidth", "peer": peer, **d})
+            report.append({"host": host, "metric": "bandwidth", "peer": peer,
+                           "forecast": d["forecast"], **quality(d["fc"], now)})
     return report
 
 

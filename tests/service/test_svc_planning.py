@@ -139,3 +139,38 @@ def test_selection_drops_slow_host_behind_thin_link(fed) -> None:  # type: ignor
     hosts = [a["host"] for a in chosen["allocation"] if a["rows"] > 0]
     assert "h2" not in hosts
     assert chosen["makespan"]["mean"] <= plain["makespan"]["mean"]
+
+
+def test_repeat_schedule_reuses_plan_until_data_changes(fed, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Same request over unchanged data: one plan, answers logged separately, ages current;
+    a new measurement on one host makes a new plan that sees it."""
+    import ppe.service.api.schedules as schedules_api
+
+    calls = []
+    real_plan = schedules_api.plan
+
+    def counting_plan(*a, **kw):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return real_plan(*a, **kw)
+
+    monkeypatch.setattr(schedules_api, "plan", counting_plan)
+    first, second = schedule(fed).json(), schedule(fed).json()
+    assert len(calls) == 1
+    assert first["id"] != second["id"]
+    assert first["allocation"] == second["allocation"] and first["makespan"] == second["makespan"]
+    age = {(i["host"], i["metric"]): i["age_s"] for i in first["inputs"]}
+    assert all(i["age_s"] > age[(i["host"], i["metric"])] for i in second["inputs"])
+    assert schedule(fed, strategy="conservative").status_code == 200
+    assert len(calls) == 2  # another strategy is another plan
+
+    h1 = fed.client.get("/api/v1/forecasts/h1/cpu", headers=fed.h("app")).json()
+    t = h1["last_timestamp"]
+    slow = [{"resource": "h1", "metric": "cpu", "timestamp": t + 300 * (k + 1), "value": 0.02}
+            for k in range(12)]
+    r = fed.client.post("/api/v1/measurements", json={"measurements": slow}, headers=fed.h("sensor"))
+    assert r.status_code == 200, r.text
+    third = schedule(fed).json()
+    assert len(calls) == 3
+    rows = {a["host"]: a["rows"] for a in third["allocation"]}
+    before = {a["host"]: a["rows"] for a in first["allocation"]}
+    assert rows["h1"] < before["h1"]

@@ -48,7 +48,7 @@ def post_prediction(
         "makespan": result.makespan.to_dict(c),
         "hosts": [{"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
                   for h in result.hosts],
-        "inputs": planning.inputs_report(result.inputs, c),
+        "inputs": planning.inputs_report(result.inputs, c, body.at),
         "engine": getattr(pred, "engine", None),
         "samples": getattr(pred, "samples", None),
         "seed": getattr(pred, "seed", None),

@@ -9,12 +9,13 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import scheduler
-from ppe.pipeline import PlanOptions, plan
+from ppe.pipeline import HostMeta, PlanOptions, plan
 from ppe.service import models_registry, planning
 from ppe.service.auth import APP_USE, READ, require
 from ppe.service.deps import get_metrics, get_session
 from ppe.service.errors import domain_errors
 from ppe.service.metrics import Metrics
+from ppe.service.plan_memo import Answer, PlanMemo
 from ppe.service.responses import json_response
 from ppe.service.schemas import ScheduleRequest
 from ppe.service.store.models import ServedLog
@@ -33,6 +34,7 @@ def post_schedule(
     if body.strategy not in scheduler.STRATEGIES:
         raise HTTPException(422, [{"field": "strategy", "reason": (
             f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}")}])
+    memo: PlanMemo = request.app.state.plan_memo
     with domain_errors():
         specs = planning.host_specs(body.hosts)
         model = models_registry.resolve(session, body.app)
@@ -40,34 +42,24 @@ def post_schedule(
             session, request.app.state.forecasts, specs, body.n, confidence=body.confidence,
             at=body.at, default_bandwidth=body.bandwidth, default_latency=body.latency,
         )
-        names = [m.name for m in metas]
-        params = {**body.params, "n": body.n, "I": body.iterations}
-        hints = request.app.state.horizon_hints
-        hint_key = (model.digest, body.n, body.iterations, tuple(names), body.strategy,
-                    body.k, body.quantile, body.at, body.select)
-        options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile,
-                              initial_horizon=hints.get(hint_key))
-        if body.select:
-            metas = planning.select_chain(
-                model, params, metas, forecasts_for, body.strategy, options
-            )
-        result = plan(model, params, metas, forecasts_for, body.strategy, options)
-        if len(hints) > 10_000:
-            hints.clear()
-        hints[hint_key] = result.horizon_s
-    c = body.confidence
+        version = forecasts_for.data_version()
+        key = None if version is None else (
+            model.digest, body.model_dump_json(exclude={"hosts"}), tuple(metas), version
+        )
+        answer = memo.answer(key)
+        if answer is None:
+            answer = _plan(model, body, metas, forecasts_for, memo)
+            memo.remember(key, answer)
+    result = answer.result
     response: dict[str, Any] = {
         "app": body.app,
         "strategy": body.strategy,
-        "allocation": [
-            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
-            for h in result.hosts
-        ],
-        "makespan": result.makespan.to_dict(c),
+        "allocation": answer.allocation,
+        "makespan": answer.makespan,
         "horizon_s": result.horizon_s,
         "rounds": result.rounds,
         "engine": getattr(result.prediction, "engine", None),
-        "inputs": planning.inputs_report(result.inputs, c),
+        "inputs": planning.inputs_report(result.inputs, body.confidence, body.at),
     }
     log = ServedLog(kind="schedule", request=body.model_dump(mode="json"), response=response)
     session.add(log)
@@ -75,6 +67,31 @@ def post_schedule(
     response = {"id": log.id, **response}
     metrics.schedules.labels(body.strategy).inc()
     return json_response(response)  # already JSON-ready: skip FastAPI's generic encoder
+
+
+def _plan(
+    model: Any, body: ScheduleRequest, metas: list[HostMeta], forecasts_for: Any, memo: PlanMemo
+) -> Answer:
+    """Plan the request, starting the horizon loop where the last identical request settled."""
+    names = [m.name for m in metas]
+    params = {**body.params, "n": body.n, "I": body.iterations}
+    hint_key = (model.digest, body.n, body.iterations, tuple(names), body.strategy,
+                body.k, body.quantile, body.at, body.select)
+    options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile,
+                          initial_horizon=memo.hint(hint_key))
+    if body.select:
+        metas = planning.select_chain(model, params, metas, forecasts_for, body.strategy, options)
+    result = plan(model, params, metas, forecasts_for, body.strategy, options)
+    memo.remember_hint(hint_key, result.horizon_s)
+    c = body.confidence
+    return Answer(
+        result=result,
+        allocation=[
+            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+            for h in result.hosts
+        ],
+        makespan=result.makespan.to_dict(c),
+    )
 
 
 @router.get("/schedules")
