@@ -14,7 +14,8 @@ the next one starts (usually one round instead of three).
 from __future__ import annotations
 
 import threading
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,18 +39,38 @@ class PlanMemo:
     def __init__(self, answers: int = 256, hints: int = 10_000) -> None:
         self._answers: LRUCache[Hashable, Answer] = LRUCache(answers)
         self._hints: LRUCache[Hashable, float | None] = LRUCache(hints)
+        self._pending: dict[Hashable, Future[Answer]] = {}
         self._lock = threading.Lock()
 
-    def answer(self, key: Hashable | None) -> Answer | None:
+    def answer(self, key: Hashable | None, compute: Callable[[], Answer]) -> Answer:
+        """The memoised answer for ``key``, else ``compute()``'s, computed once: requests that
+        miss while it is being computed wait for it (new data arriving would otherwise send
+        every waiting client into the same plan at once). ``None``: not memoisable."""
         if key is None:
-            return None
+            return compute()
         with self._lock:
-            return self._answers.get(key)
-
-    def remember(self, key: Hashable | None, answer: Answer) -> None:
-        if key is not None:
+            hit = self._answers.get(key)
+            if hit is not None:
+                return hit
+            pending = self._pending.get(key)
+            owner = pending is None
+            if pending is None:
+                pending = self._pending[key] = Future()
+        if not owner:
+            return pending.result()  # the owner's error, if it failed, is raised here too
+        try:
+            answer = compute()
+        except BaseException as exc:
+            pending.set_exception(exc)
+            raise
+        else:
+            pending.set_result(answer)
             with self._lock:
                 self._answers[key] = answer
+            return answer
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
 
     def hint(self, key: Hashable) -> float | None:
         with self._lock:

@@ -46,10 +46,7 @@ def post_schedule(
         key = None if version is None else (
             model.digest, body.model_dump_json(exclude={"hosts"}), tuple(metas), version
         )
-        answer = memo.answer(key)
-        if answer is None:
-            answer = _plan(model, body, metas, forecasts_for, memo)
-            memo.remember(key, answer)
+        answer = memo.answer(key, lambda: _plan(model, body, metas, forecasts_for, memo))
     result = answer.result
     response: dict[str, Any] = {
         "app": body.app,

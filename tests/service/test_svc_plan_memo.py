@@ -1,0 +1,61 @@
+"""The per-worker plan memo: one computation per key, shared by concurrent requests."""
+
+from __future__ import annotations
+
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from ppe.service.plan_memo import PlanMemo
+
+
+def _slow(calls: list[int], gate: threading.Event, value: Any = "answer") -> Any:
+    calls.append(1)
+    gate.wait(5)
+    return value
+
+
+def test_concurrent_misses_compute_once() -> None:
+    memo, calls, gate = PlanMemo(), [], threading.Event()
+    with ThreadPoolExecutor(8) as pool:
+        futures = [pool.submit(memo.answer, "k", lambda: _slow(calls, gate)) for _ in range(8)]
+        time.sleep(0.2)  # let every thread reach the memo before the plan finishes
+        gate.set()
+        results = [f.result() for f in futures]
+    assert results == ["answer"] * 8
+    assert len(calls) == 1
+    assert memo.answer("k", lambda: pytest.fail("should be memoised")) == "answer"
+
+
+def test_failure_reaches_every_waiter_and_is_not_memoised() -> None:
+    memo, gate = PlanMemo(), threading.Event()
+
+    def fail() -> Any:
+        gate.wait(5)
+        raise ValueError("no feasible schedule")
+
+    with ThreadPoolExecutor(4) as pool:
+        futures = [pool.submit(memo.answer, "k", fail) for _ in range(4)]
+        time.sleep(0.2)
+        gate.set()
+        for f in futures:
+            with pytest.raises(ValueError, match="no feasible"):
+                f.result()
+    assert memo.answer("k", lambda: "later") == "later"
+
+
+def test_unkeyed_requests_always_compute() -> None:
+    memo, calls = PlanMemo(), []
+    for _ in range(3):
+        memo.answer(None, lambda: calls.append(1))
+    assert len(calls) == 3
+
+
+def test_bounded() -> None:
+    memo = PlanMemo(answers=2)
+    for k in range(3):
+        memo.answer(k, lambda k=k: k)
+    assert memo.answer(0, lambda: "recomputed") == "recomputed"  # the oldest was evicted
