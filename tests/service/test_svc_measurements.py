@@ -130,3 +130,52 @@ def _dumps(obj: Any) -> str:
     import json
 
     return json.dumps(obj, allow_nan=True)
+
+
+def test_series_summary_follows_duplicates_and_late_samples(env) -> None:  # type: ignore[no-untyped-def]
+    """Listings read counts kept at ingestion: re-posts add nothing, a late (older) sample
+    counts but does not replace the newest value."""
+
+    def cpu_summary() -> dict:  # type: ignore[type-arg]
+        res = env.client.get("/api/v1/resources/h1", headers=env.h("app")).json()
+        return next(s for s in res["series"] if s["metric"] == "cpu")
+
+    batch = {"measurements": [m(timestamp=1000.0 + i, value=0.5) for i in range(5)]
+             + [m(timestamp=2000.0, value=0.75)]}
+    env.client.post(URL, json=batch, headers=env.h("sensor"))
+    env.client.post(URL, json=batch, headers=env.h("sensor"))
+    assert cpu_summary() == {"metric": "cpu", "peer": None, "samples": 6,
+                             "latest_timestamp": 2000.0, "latest_value": 0.75}
+    late = {"measurements": [m(timestamp=1500.0, value=0.1), m(timestamp=900.0, value=0.2)]}
+    env.client.post(URL, json=late, headers=env.h("sensor"))
+    s = cpu_summary()
+    assert (s["samples"], s["latest_timestamp"], s["latest_value"]) == (8, 2000.0, 0.75)
+    newer = {"measurements": [m(timestamp=2500.0, value=0.3)]}
+    env.client.post(URL, json=newer, headers=env.h("sensor"))
+    s = cpu_summary()
+    assert (s["samples"], s["latest_timestamp"], s["latest_value"]) == (9, 2500.0, 0.3)
+
+
+def test_migration_backfills_series_summaries(db_url) -> None:  # type: ignore[no-untyped-def]
+    """A store written before the summary columns existed lists the right counts after upgrade."""
+    from alembic import command
+    from sqlalchemy import text
+
+    from ppe.service.store.db import alembic_config, make_engine
+
+    cfg = alembic_config(db_url)
+    command.upgrade(cfg, "0001")
+    engine = make_engine(db_url)
+    with engine.begin() as c:
+        c.execute(text("INSERT INTO resources (id, name, properties, created_at) "
+                       "VALUES (1, 'h1', '{}', 0)"))
+        c.execute(text("INSERT INTO series (id, resource_id, metric, peer) VALUES "
+                       "(1, 1, 'cpu', ''), (2, 1, 'bandwidth', 'h2')"))
+        c.execute(text("INSERT INTO measurements (series_id, timestamp, value) VALUES "
+                       "(1, 10, 0.5), (1, 30, 0.9), (1, 20, 0.1)"))
+    command.upgrade(cfg, "head")
+    with engine.connect() as c:
+        rows = c.execute(text("SELECT id, samples, latest_timestamp, latest_value FROM series "
+                              "ORDER BY id")).all()
+    engine.dispose()
+    assert [tuple(r) for r in rows] == [(1, 3, 30.0, 0.9), (2, 0, None, None)]

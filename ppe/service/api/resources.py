@@ -3,42 +3,26 @@
 from __future__ import annotations
 
 from fastapi import APIRouter, Depends, HTTPException
-from sqlalchemy import and_, func, select
+from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.deps import get_session
 from ppe.service.schemas import ResourceOut, ResourcePut, SeriesOut
 from ppe.service.store.measurements import ensure_resources
-from ppe.service.store.models import Measurement, Resource, Series
+from ppe.service.store.models import Resource, Series
 
 router = APIRouter(tags=["resources"])
 
 
 def _series_summaries(session: Session) -> dict[int, list[SeriesOut]]:
-    """Count and latest value per series in one grouped query (no per-series round trips)."""
-    stats = (
-        select(
-            Measurement.series_id.label("sid"),
-            func.count().label("n"),
-            func.max(Measurement.timestamp).label("ts"),
-        )
-        .group_by(Measurement.series_id)
-        .subquery()
-    )
-    rows = session.execute(
-        select(stats.c.sid, stats.c.n, stats.c.ts, Measurement.value).join(
-            Measurement,
-            and_(Measurement.series_id == stats.c.sid, Measurement.timestamp == stats.c.ts),
-        )
-    ).all()
-    latest = {sid: (n, ts, v) for sid, n, ts, v in rows}
+    """Count and latest value per series, as ingestion keeps them (no scan of measurements)."""
     out: dict[int, list[SeriesOut]] = {}
     for s in session.execute(select(Series).order_by(Series.metric, Series.peer)).scalars():
-        n, ts, v = latest.get(s.id, (0, None, None))
         out.setdefault(s.resource_id, []).append(
             SeriesOut(
-                metric=s.metric, peer=s.peer or None, samples=n, latest_timestamp=ts, latest_value=v
+                metric=s.metric, peer=s.peer or None, samples=s.samples,
+                latest_timestamp=s.latest_timestamp, latest_value=s.latest_value,
             )
         )
     return out

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from sqlalchemy import Engine, and_, func, select
+from sqlalchemy import Engine, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -81,13 +83,41 @@ def insert_batch(session: Session, rows: Sequence[Row]) -> int:
         }
         for r in rows
     ]
+    m = Measurement.__table__.c
     stmt = (
         _insert(session, Measurement.__table__)
         .on_conflict_do_nothing(index_elements=["series_id", "timestamp"])
-        .returning(Measurement.__table__.c.series_id)
+        .returning(m.series_id, m.timestamp, m.value)
     )
-    # RETURNING gives an exact count of new rows on both dialects (psycopg's rowcount is -1).
-    return len(session.execute(stmt, values).all())
+    # RETURNING names exactly the new rows on both dialects (psycopg's rowcount is -1).
+    new = session.execute(stmt, values).all()
+    _update_summaries(session, new)
+    return len(new)
+
+
+def _update_summaries(session: Session, new: Sequence[Any]) -> None:
+    """Add the new rows to their series' count and newest value, in the same transaction
+    (``samples + n`` and the comparisons run in the database, so concurrent writers add up)."""
+    per: dict[int, tuple[int, float, float]] = {}
+    for sid, ts, value in new:
+        n, newest, latest = per.get(sid, (0, -math.inf, math.nan))
+        if ts > newest:
+            newest, latest = ts, value
+        per[sid] = (n + 1, newest, latest)
+    if not per:
+        return
+    s = Series.__table__.c
+    newer = or_(s.latest_timestamp.is_(None), bindparam("b_ts") >= s.latest_timestamp)
+    session.execute(
+        update(Series.__table__)
+        .where(s.id == bindparam("b_sid"))
+        .values(
+            samples=s.samples + bindparam("b_n"),
+            latest_timestamp=case((newer, bindparam("b_ts")), else_=s.latest_timestamp),
+            latest_value=case((newer, bindparam("b_v")), else_=s.latest_value),
+        ),
+        [{"b_sid": sid, "b_n": n, "b_ts": ts, "b_v": v} for sid, (n, ts, v) in per.items()],
+    )
 
 
 def count_measurements(session: Session) -> int:

@@ -54,6 +54,10 @@ class Series(Base):
     resource_id: Mapped[int] = mapped_column(ForeignKey("resources.id", ondelete="CASCADE"))
     metric: Mapped[str] = mapped_column(String(32))
     peer: Mapped[str] = mapped_column(String(255), default="")
+    # Kept by ingestion (store.measurements.insert_batch) so listings never count measurements.
+    samples: Mapped[int] = mapped_column(BigInteger, default=0, server_default="0")
+    latest_timestamp: Mapped[float | None] = mapped_column(Float, nullable=True)
+    latest_value: Mapped[float | None] = mapped_column(Float, nullable=True)
     resource: Mapped[Resource] = relationship(back_populates="series")
 
 
