@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
+import shutil
 import sys
-from collections.abc import Sequence
+import tempfile
+from collections.abc import Iterator, Sequence
 
 from ppe.service.config import ENV_DB_URL, database_url_from_env
 
@@ -66,15 +69,34 @@ def cmd_serve(args: argparse.Namespace) -> int:
     if args.trace_dir:
         os.environ["PPE_TRACE_DIRS"] = os.pathsep.join(args.trace_dir)
     print(f"PPE serving on http://{args.host}:{args.port} (store: {url})", flush=True)
-    uvicorn.run(
-        "ppe.service.app:create_app_from_env",
-        factory=True,
-        host=args.host,
-        port=args.port,
-        workers=args.workers,
-        log_level=args.log_level,
-    )
+    with _worker_metrics(args.workers):
+        uvicorn.run(
+            "ppe.service.app:create_app_from_env",
+            factory=True,
+            host=args.host,
+            port=args.port,
+            workers=args.workers,
+            log_level=args.log_level,
+        )
     return 0
+
+
+@contextlib.contextmanager
+def _worker_metrics(workers: int) -> Iterator[None]:
+    """Several workers share one fresh metrics directory, so any of them reports the totals
+    (prometheus-client reads the variable when a worker imports it)."""
+    from ppe.service.metrics import MULTIPROC_ENV
+
+    if workers <= 1 or os.environ.get(MULTIPROC_ENV):  # one process, or the operator's own dir
+        yield
+        return
+    path = tempfile.mkdtemp(prefix="ppe-metrics-")
+    os.environ[MULTIPROC_ENV] = path
+    try:
+        yield
+    finally:
+        os.environ.pop(MULTIPROC_ENV, None)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _prepare_store(url: str) -> None:

@@ -1,12 +1,21 @@
-"""Prometheus metrics, one registry per app (no module-level global state)."""
+"""Prometheus metrics, one registry per app (no module-level global state).
+
+With several workers (`ppe serve --workers N`) each is its own process: the CLI then points
+prometheus-client's multiprocess mode at a fresh directory (`PROMETHEUS_MULTIPROC_DIR`), every
+worker writes its counters there, and a scrape answered by any worker adds them all up.
+"""
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.multiprocess import MultiProcessCollector
+
+MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
 
 @dataclass
@@ -38,6 +47,11 @@ class Metrics:
         self.predictions = Counter("ppe_predictions", "Predictions served", registry=r)
 
     def render(self) -> bytes:
+        """This worker's registry, or every worker's when the service runs several."""
+        if os.environ.get(MULTIPROC_ENV):
+            merged = CollectorRegistry()
+            MultiProcessCollector(merged)
+            return generate_latest(merged)
         return generate_latest(self.registry)
 
 

@@ -36,3 +36,26 @@ def test_concurrent_forecasts_and_schedules(db_url, server_factory, env_tokens_f
     with ThreadPoolExecutor(64) as pool:
         codes = list(pool.map(call, range(128)))
     assert codes.count(200) == len(codes), codes
+
+
+def test_metrics_add_up_over_workers(tmp_path, server_factory, env_tokens_factory) -> None:  # type: ignore[no-untyped-def]
+    """With two workers every scrape, whichever worker answers it, reports all requests."""
+    url = f"sqlite:///{tmp_path / 'ppe.db'}"
+    tokens = env_tokens_factory(url)
+    server = server_factory(url, "--workers", "2")
+    headers = {"Authorization": f"Bearer {tokens['sensor']}"}
+
+    def post(i: int) -> int:
+        with httpx.Client(base_url=server.base_url, timeout=60, headers=headers) as c:
+            item = {"resource": "h1", "metric": "cpu", "timestamp": 1.6e9 + i, "value": 0.5}
+            return c.post("/api/v1/measurements", json={"measurements": [item]}).status_code
+
+    with ThreadPoolExecutor(8) as pool:
+        assert set(pool.map(post, range(40))) == {200}
+
+    def stored() -> float:
+        text = httpx.get(server.base_url + "/metrics", timeout=10).text
+        line = next(x for x in text.splitlines() if x.startswith("ppe_measurements_stored_total"))
+        return float(line.split()[-1])
+
+    assert [stored() for _ in range(6)] == [40.0] * 6
