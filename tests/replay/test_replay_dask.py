@@ -1,0 +1,34 @@
+"""The Dask executor on a real (local) cluster gives the same report as a serial run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ppe.replay.experiment import run_replay
+
+distributed = pytest.importorskip("distributed")
+
+TRACES = Path("/work/shared/traces/bitbrains-rnd-2013-7")
+FILES = [str(TRACES / f"{n}.csv.gz") for n in ("1", "41", "65", "198")]
+
+pytestmark = [
+    pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not available"),
+    pytest.mark.slow,
+]
+
+
+def test_dask_cluster_matches_serial() -> None:
+    config = dict(traces=FILES, n=400, iterations=40, hosts=3, starts=4,
+                  strategies=["mean", "conservative"], benchmark=2e-5, schedule_samples=500,
+                  predict_samples=1000, seed=5)
+    serial = run_replay({**config, "executor": "serial"})
+    # Worker processes: plans travel to and from them pickled, as on a real cluster.
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        on_dask = run_replay({**config, "executor": "dask",
+                              "scheduler_address": cluster.scheduler_address})
+    assert on_dask["strategies"] == serial["strategies"]
+    assert on_dask["runs"] == serial["runs"]
+    assert len(serial["runs"]) == 8
