@@ -15,10 +15,15 @@ from ppe.service.store.models import Resource, Series
 router = APIRouter(tags=["resources"])
 
 
-def _series_summaries(session: Session) -> dict[int, list[SeriesOut]]:
+def _series_summaries(
+    session: Session, resource_id: int | None = None
+) -> dict[int, list[SeriesOut]]:
     """Count and latest value per series, as ingestion keeps them (no scan of measurements)."""
+    query = select(Series).order_by(Series.metric, Series.peer)
+    if resource_id is not None:
+        query = query.where(Series.resource_id == resource_id)
     out: dict[int, list[SeriesOut]] = {}
-    for s in session.execute(select(Series).order_by(Series.metric, Series.peer)).scalars():
+    for s in session.execute(query).scalars():
         out.setdefault(s.resource_id, []).append(
             SeriesOut(
                 metric=s.metric, peer=s.peer or None, samples=s.samples,
@@ -48,7 +53,7 @@ def get_resource(
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one_or_none()
     if r is None:
         raise HTTPException(404, f"unknown resource {name!r}")
-    return _resource_out(r, _series_summaries(session))
+    return _resource_out(r, _series_summaries(session, r.id))
 
 
 @router.put("/resources/{name}", response_model=ResourceOut)
@@ -63,4 +68,4 @@ def put_resource(
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one()
     r.properties = {**(r.properties or {}), **body.properties.model_dump(exclude_none=True)}
     session.flush()
-    return _resource_out(r, _series_summaries(session))
+    return _resource_out(r, _series_summaries(session, r.id))
