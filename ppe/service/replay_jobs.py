@@ -64,26 +64,41 @@ class ReplayRunner:
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="replay")
-        self.upload_root = Path(tempfile.mkdtemp(prefix="ppe-uploads-"))
+        self._upload_root: Path | None = None
 
     def upload_dir(self) -> Path:
-        return Path(tempfile.mkdtemp(dir=self.upload_root))
+        """A fresh folder for one job's uploaded traces (made on first use, removed with the job
+        or, at the latest, at shutdown)."""
+        if self._upload_root is None:
+            self._upload_root = Path(tempfile.mkdtemp(prefix="ppe-uploads-"))
+        return Path(tempfile.mkdtemp(dir=self._upload_root))
 
-    def submit(self, config: dict[str, Any]) -> int:
-        cfg = ReplayConfig.from_dict(config)  # validate now: a bad job is a 422, not a failure
-        with session_scope(self.sessions) as s:
-            job = ReplayJob(status="queued", config=cfg.to_dict(), total=cfg.starts)
-            s.add(job)
-            s.flush()
-            job_id = job.id
-        self.pool.submit(self._run, job_id, cfg)
+    def submit(self, config: dict[str, Any], uploads: Path | None = None) -> int:
+        """Queue a job; ``uploads`` (its traces' folder) is deleted once the job has ended."""
+        try:
+            cfg = ReplayConfig.from_dict(config)  # validate now: a bad job is a 422, not a failure
+            with session_scope(self.sessions) as s:
+                job = ReplayJob(status="queued", config=cfg.to_dict(), total=cfg.starts)
+                s.add(job)
+                s.flush()
+                job_id = job.id
+        except BaseException:
+            discard(uploads)
+            raise
+        self.pool.submit(self._run, job_id, cfg, uploads)
         return job_id
 
     def _set(self, job_id: int, **values: Any) -> None:
         with session_scope(self.sessions) as s:
             s.execute(update(ReplayJob).where(ReplayJob.id == job_id).values(**values))
 
-    def _run(self, job_id: int, cfg: ReplayConfig) -> None:
+    def _run(self, job_id: int, cfg: ReplayConfig, uploads: Path | None) -> None:
+        try:
+            self._replay(job_id, cfg)
+        finally:
+            discard(uploads)
+
+    def _replay(self, job_id: int, cfg: ReplayConfig) -> None:
         self._set(job_id, status="running")
         last = [0.0]
 
@@ -103,4 +118,9 @@ class ReplayRunner:
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)
-        shutil.rmtree(self.upload_root, ignore_errors=True)
+        discard(self._upload_root)
+
+
+def discard(folder: Path | None) -> None:
+    if folder is not None:
+        shutil.rmtree(folder, ignore_errors=True)

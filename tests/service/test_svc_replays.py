@@ -77,3 +77,30 @@ def test_replay_job_on_uploaded_traces(client, traces_dir) -> None:  # type: ign
     assert r.status_code == 202, r.text
     job = wait_done(c, r.json()["url"], op)
     assert job["status"] == "done", job["error"]
+
+
+def test_uploaded_traces_are_removed_when_their_job_ends(client, traces_dir) -> None:  # type: ignore[no-untyped-def]
+    """Uploads live as long as their job: after it ends, or after a rejected request, the
+    server keeps no copy of them."""
+    import json
+
+    c, tokens = client
+    op = {"Authorization": f"Bearer {tokens['operator']}"}
+    root = c.app.state.replays.upload_dir().parent  # type: ignore[attr-defined]
+
+    def kept() -> list[str]:
+        return sorted(f.name for f in root.rglob("*") if f.is_file())
+
+    files = [("files", ("1.csv.gz", (traces_dir / "1.csv.gz").read_bytes(), "application/gzip"))]
+    r = c.post("/api/v1/replays", data={"config": json.dumps({**SMALL, "hosts": 1})},
+               files=files, headers=op)
+    assert r.status_code == 202, r.text
+    assert wait_done(c, r.json()["url"], op)["status"] in ("done", "failed")
+    deadline = time.monotonic() + 10  # the runner removes them just after the last status write
+    while kept() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert kept() == []
+    bad = c.post("/api/v1/replays", data={"config": json.dumps({**SMALL, "colour": "red"})},
+                 files=files, headers=op)
+    assert bad.status_code == 422
+    assert kept() == []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
@@ -12,7 +13,7 @@ from starlette.datastructures import UploadFile
 
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.deps import get_session
-from ppe.service.replay_jobs import JobError, ReplayRunner, resolve_traces
+from ppe.service.replay_jobs import JobError, ReplayRunner, discard, resolve_traces
 from ppe.service.store.models import ReplayJob
 
 router = APIRouter(tags=["replays"])
@@ -25,8 +26,11 @@ def _summary(j: ReplayJob) -> dict[str, Any]:
             "config": j.config}
 
 
-async def _config_from(request: Request, runner: ReplayRunner) -> dict[str, Any]:
-    """JSON body with server-side `traces`, or multipart: `config` (JSON) plus `files`."""
+async def _config_from(
+    request: Request, runner: ReplayRunner
+) -> tuple[dict[str, Any], Path | None]:
+    """JSON body with server-side `traces`, or multipart: `config` (JSON) plus `files`
+    (saved to a folder of their own, returned with the config)."""
     if request.headers.get("content-type", "").startswith("multipart/form-data"):
         form = await request.form()
         config = json.loads(str(form.get("config") or "{}"))
@@ -34,16 +38,13 @@ async def _config_from(request: Request, runner: ReplayRunner) -> dict[str, Any]
         if not files:
             raise JobError("multipart replay requests need at least one file in 'files'")
         folder = runner.upload_dir()
-        total = 0
-        for f in files:
-            data = await f.read()
-            total += len(data)
-            if total > MAX_UPLOAD_BYTES:
-                raise JobError(f"uploads exceed {MAX_UPLOAD_BYTES // 2**20} MiB")
-            name = (f.filename or "trace.csv").replace("/", "_").replace("\\", "_")
-            (folder / name).write_bytes(data)
+        try:
+            await _save_uploads(files, folder)
+        except BaseException:
+            discard(folder)
+            raise
         config["traces"] = [str(folder)]
-        return dict(config)
+        return dict(config), folder
     try:
         config = await request.json()
     except ValueError as exc:
@@ -55,15 +56,26 @@ async def _config_from(request: Request, runner: ReplayRunner) -> dict[str, Any]
         [traces] if isinstance(traces, str) else list(traces),
         request.app.state.settings.trace_dirs,
     )
-    return config
+    return config, None
+
+
+async def _save_uploads(files: list[UploadFile], folder: Path) -> None:
+    total = 0
+    for f in files:
+        data = await f.read()
+        total += len(data)
+        if total > MAX_UPLOAD_BYTES:
+            raise JobError(f"uploads exceed {MAX_UPLOAD_BYTES // 2**20} MiB")
+        name = (f.filename or "trace.csv").replace("/", "_").replace("\\", "_")
+        (folder / name).write_bytes(data)
 
 
 @router.post("/replays", status_code=status.HTTP_202_ACCEPTED)
 async def post_replay(request: Request, _role: str = Depends(require(*OPERATE))) -> dict[str, Any]:
     runner: ReplayRunner = request.app.state.replays
     try:
-        config = await _config_from(request, runner)
-        job_id = runner.submit(config)
+        config, uploads = await _config_from(request, runner)
+        job_id = runner.submit(config, uploads)
     except (JobError, ValueError, TypeError) as exc:
         raise HTTPException(422, [{"field": "config", "reason": str(exc)}]) from exc
     return {"id": job_id, "status": "queued", "url": f"/api/v1/replays/{job_id}"}
