@@ -49,9 +49,10 @@ def _both(build, n: int, seed: int = 12345) -> tuple[Stochastic, Stochastic]:  #
 def _agree(a: Stochastic, m: Stochastic, std: bool = True) -> None:
     assert a.mean() == pytest.approx(m.mean(), rel=0.01)
     if std:
-        # a spread below 1e-6 of the mean counts as none: e.g. the max of a point
-        # and a normal 6 sigma below it has std ~5e-7 that 40 000 draws never see
-        assert a.std() == pytest.approx(m.std(), rel=0.05, abs=1e-6 * abs(m.mean()))
+        # a spread below 2e-4 of the mean counts as none: the max of a point and a
+        # normal more than 4 sigma below it has a std under that, carried by events
+        # that 40 000 draws see a handful of times at most (4.8 sigma: ~0.03 times)
+        assert a.std() == pytest.approx(m.std(), rel=0.05, abs=2e-4 * abs(m.mean()))
 
 
 @SETTINGS
@@ -91,6 +92,7 @@ def test_quotient_stds_agree(mu: float, cv: float, num: float, num_cv: float) ->
 @given(st.lists(st.tuples(means, st.floats(0.0, 0.2)), min_size=2, max_size=64))
 @example([(10.0, 0.1)] * 64)  # equal means: a balanced schedule, Clark's worst case
 @example([(10.0, 0.0), (9.0, 0.2), (10.0, 0.01)])  # a point mass on top
+@example([(5.0, 0.125), (8.0, 0.0)])  # a point 4.8 sigma above a normal: the tail MC cannot see
 def test_max_agrees(pairs: list[tuple[float, float]]) -> None:
     def build() -> Stochastic:
         return smax(_normals(pairs))
