@@ -70,6 +70,9 @@ MAX_COARSE = 49
 MAX_GRID = 129
 #: Half-width of the integration range, in standard deviations.
 MAX_SPAN_SIGMAS = 8.5
+#: A lane narrower than this many fine-grid steps gets points of its own, every quarter sigma.
+NARROW_STEPS = 4.0
+LOCAL_Z = np.linspace(-MAX_SPAN_SIGMAS, MAX_SPAN_SIGMAS, 69)
 #: Below this |skewness| a lane's marginal is taken as normal in the max.
 SKEW_EPS = 0.01
 
@@ -427,7 +430,7 @@ def max_independent(x: Lin) -> Lin:
     lo_i = 0 if det_top > -np.inf else max(int(np.searchsorted(f_coarse, 1e-300, "right")) - 1, 0)
     hi_i = min(int(np.searchsorted(f_coarse, 1.0 - 1e-16)) + 1, MAX_COARSE - 1)
     a, b = float(coarse[lo_i]), float(coarse[hi_i])
-    t = np.linspace(a, b, MAX_GRID)
+    t = _fine_grid(a, b, m_r[:, 0], s_r[:, 0])
     cdf, pdf = marginal_cdf_pdf(t, m_r, s_r, k_r)
     assert pdf is not None
     f = cdf.prod(axis=0)
@@ -446,6 +449,19 @@ def max_independent(x: Lin) -> Lin:
     return with_residual(
         np.array([a + m1]), x.ids, coef, x.g, np.array([resid]), np.array([k3 - kept_k3])
     )
+
+
+def _fine_grid(a: float, b: float, mu: FloatArray, sd: FloatArray) -> FloatArray:
+    """Uniform on [a, b], plus points every quarter sigma around each lane narrower than a few
+    grid steps: a sharp lane (a host that is nearly certain) would otherwise fall between the
+    points and Simpson's rule would miss most of its spread (13 % of the std, seen)."""
+    t = np.linspace(a, b, MAX_GRID)
+    narrow = sd < NARROW_STEPS * (b - a) / (MAX_GRID - 1)
+    if not np.any(narrow):
+        return t
+    local = (mu[narrow, None] + sd[narrow, None] * LOCAL_Z[None, :]).ravel()
+    out: FloatArray = np.unique(np.concatenate([t, local[(local > a) & (local < b)]]))
+    return out
 
 
 def _lane_of(x: Lin, i: int) -> Lin:
