@@ -19,12 +19,20 @@ it (first passage), which a window mean understates when a slow epoch outlasts t
 window. On the shared traces the per-host lower 1 % quantile was then crossed by 1.0 %
 of actual runs (0.6 % at 0.3 %), vs 1.5 % (0.9 %) without the blend and 0.12 mean
 error for the unconditional block means.
+
+Second pass (issue 7, ``CPU_ANALOG``): the schedule's expected makespan is ruled by the
+tail (a stall at 1 % availability), and the blend of *all* past starts put a bimodal
+host's saturated share into every forecast ("already saturated", impossible for an idle
+host), so hosts that stayed idle were avoided. Now analogues are matched on the state
+*and* on the age of the present load epoch (switch hazards fall steeply with age), each
+is shifted by the present state minus its own, and the blend goes to the state-only
+analogues. Measured effects are in ppe/replay/README.md.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from numpy.typing import NDArray
@@ -47,9 +55,14 @@ class AnalogOptions:
     components: int = 32  # analogues are summarised into this many mixture components
     first_passage: bool = True  # effective availability to finish the work, not window mean
     unconditional_weight: float = 0.1  # share of all past starts blended in (regime changes)
+    relative: bool = False  # shift each analogue by (present state - its state)
+    epoch_band: float = 0.0  # >0: also match the age of the current level (band: share of range)
+    epoch_cap_s: float = 86400.0  # ages beyond this count as equal
+    background: str = "all"  # blend target: "all" past starts, or "state" analogues (no age)
 
 
-CPU_ANALOG = AnalogOptions()
+CPU_ANALOG = AnalogOptions(relative=True, epoch_band=0.1, background="state",
+                           unconditional_weight=0.5)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
@@ -80,12 +93,62 @@ def analog_values(
     now_state = float(xs[-k0:].mean())
     k = min(j.size, max(opts.min_neighbours, int(opts.neighbours * j.size)))
     if conditional:
-        nearest = j[np.argpartition(np.abs(state - now_state), k - 1)[:k]]
+        dist = _rank(np.abs(state - now_state))
+        if opts.epoch_band > 0:
+            band = opts.epoch_band * float(np.ptp(xs))
+            cap = max(1, int(round(opts.epoch_cap_s / _spacing(ts))))
+            ages = np.log1p(_epoch_ages(xs, np.append(j, xs.size), np.append(state, now_state),
+                                        band, cap))
+            dist = np.maximum(dist, _rank(np.abs(ages[:-1] - ages[-1])))
+        nearest = j[np.argpartition(dist, k - 1)[:k]]
     else:
         nearest = j
     if opts.first_passage:
-        return _first_passage(csum, xs, nearest, width)
-    out: FloatArray = (csum[nearest + width] - csum[nearest]) / width
+        out: FloatArray = _first_passage(csum, xs, nearest, width)
+    else:
+        out = (csum[nearest + width] - csum[nearest]) / width
+    if opts.relative and conditional:
+        out = np.clip(out + (now_state - state[nearest - k0]), xs.min(), xs.max())
+    return out
+
+
+def _rank(d: FloatArray) -> FloatArray:
+    """How many values are strictly smaller (ties share the lowest rank)."""
+    out: FloatArray = np.searchsorted(np.sort(d), d, side="left").astype(np.float64)
+    return out
+
+
+def _epoch_ages(xs: FloatArray, ends: NDArray[np.int64], level: FloatArray, band: float,
+                cap: int) -> FloatArray:
+    """For each end index: how many samples just before it stayed within ``band`` of
+    ``level`` (capped at ``cap``) — how long the present load epoch has lasted.
+
+    "The last L samples all lie in the band" is monotone in L, so each end's age is found by
+    bisection, with the window's min and max from a sparse table (O(1) per query).
+    """
+    ends = np.asarray(ends, dtype=np.int64)
+    n = xs.size
+    mx = np.full((1, n), -np.inf)
+    mn = np.full((1, n), np.inf)
+    mx[0], mn[0] = xs, xs
+    while 2 ** mx.shape[0] <= min(cap, n):  # row k: min/max of xs[i : i + 2**k]
+        h = 2 ** (mx.shape[0] - 1)
+        up, down = np.full(n, -np.inf), np.full(n, np.inf)
+        up[: n - h] = np.maximum(mx[-1, : n - h], mx[-1, h:])
+        down[: n - h] = np.minimum(mn[-1, : n - h], mn[-1, h:])
+        mx, mn = np.vstack((mx, up)), np.vstack((mn, down))
+    lo = np.zeros(ends.size, dtype=np.int64)  # the band holds for the last lo samples
+    hi = np.minimum(ends, cap)  # ... and the answer is at most hi
+    while np.any(lo < hi):
+        mid = np.maximum((lo + hi + 1) // 2, 1)
+        k = np.floor(np.log2(mid)).astype(np.int64)
+        first, second = np.maximum(ends - mid, 0), np.maximum(ends - 2**k, 0)
+        top = np.maximum(mx[k, first], mx[k, second])
+        bottom = np.minimum(mn[k, first], mn[k, second])
+        inside = (lo < hi) & (top <= level + band) & (bottom >= level - band)
+        lo = np.where(inside, mid, lo)
+        hi = np.where(inside | (lo >= hi), hi, mid - 1)
+    out: FloatArray = lo.astype(np.float64)
     return out
 
 
@@ -166,5 +229,10 @@ def analog_horizon(
         return None
     background = None
     if opts.unconditional_weight > 0:
-        background = analog_values(timestamps, values, now, horizon_s, opts, conditional=False)
+        if opts.epoch_band > 0 and opts.background == "state":
+            background = analog_values(timestamps, values, now, horizon_s,
+                                       replace(opts, epoch_band=0.0))
+        else:
+            background = analog_values(timestamps, values, now, horizon_s, opts,
+                                       conditional=False)
     return kernel_distribution(sample, opts, background)

@@ -26,6 +26,7 @@ IntArray = NDArray[np.int64]
 
 REPORT_STREAM = 0  # draws every schedule is reported on (common to all strategies)
 SEARCH_STREAM = 1  # independent draws the Monte Carlo strategies optimise on
+VALIDATION_STREAM = 2  # held-out draws that check an optimum did not just fit SEARCH_STREAM
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ mixtures of normals; exact moments and a sampled interval otherwise) and the mak
 - ``conservative``: balance mean + k std of a and of b; high-variance hosts get less work.
 - ``quantile``: balance the q-quantiles of a and of b, the true quantiles (of the whole
   mixture, for mixtures), so a bimodal host's slow mode counts, unlike mean + k std.
-- ``expected``: minimise the expected makespan by Monte Carlo (scheduler.search).
+- ``expected``: minimise the expected makespan on Monte Carlo draws, exactly (scheduler.search).
 - ``quantile-makespan``: minimise the q-quantile of the makespan by Monte Carlo.
 """
 
@@ -94,7 +94,7 @@ def _quantile(p: Problem) -> IntArray:
 
 
 def _expected(p: Problem) -> IntArray:
-    return search.minimise(p, "mean")
+    return search.minimise_expected(p)
 
 
 def _quantile_makespan(p: Problem) -> IntArray:

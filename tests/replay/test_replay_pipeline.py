@@ -148,3 +148,56 @@ def test_predict_allocation_settles_and_reports_per_host() -> None:
     with pytest.raises(ValueError, match="no rows"):
         predict_allocation("sor", {"n": 10, "iterations": 1}, hosts, _fixed({"a": 1, "b": 1}),
                            {"a": 10})
+
+
+def test_epoch_ages_count_how_long_the_present_level_has_lasted() -> None:
+    from forecaster.analog import _epoch_ages
+
+    xs = np.array([0.01, 0.01, 1.0, 0.98, 1.0, 1.0, 0.5])
+    ends = np.array([0, 2, 6, 7])
+    level = np.array([1.0, 0.01, 1.0, 0.5])
+    ages = _epoch_ages(xs, ends, level, band=0.1, cap=3)
+    # end 0: nothing before; end 2: two saturated samples; end 6: four idle ones, capped at 3;
+    # end 7: the 0.5 sample only
+    np.testing.assert_array_equal(ages, [0, 2, 3, 1])
+
+
+def _aging_series(n: int = 4000, seed: int = 3) -> tuple[np.ndarray, np.ndarray]:
+    """Idle epochs that are either short (5 samples) or long (60); saturated epochs of 10.
+    A host idle for 20 samples is in a long epoch: its next switch is >= 40 samples away."""
+    rng = np.random.default_rng(seed)
+    out: list[float] = []
+    while len(out) < n:
+        out.extend([1.0] * (5 if rng.random() < 0.5 else 60))
+        out.extend([0.01] * 10)
+    return np.arange(n) * 300.0, np.array(out[:n])
+
+
+def test_matching_the_epoch_age_separates_fresh_from_settled_idle_hosts() -> None:
+    ts, xs = _aging_series()
+    # a present 20 samples into an idle epoch (so a long one), and one 2 samples in
+    i = next(k for k in range(3000, 3900) if xs[k - 20 : k].min() == 1.0 and xs[k - 21] < 0.5)
+    j = next(k for k in range(3000, 3900) if xs[k - 2 : k].min() == 1.0 and xs[k - 3] < 0.5)
+    opts = AnalogOptions(relative=True, epoch_band=0.1, unconditional_weight=0.0)
+    plain = AnalogOptions(relative=True, unconditional_weight=0.0)
+    horizon = 10 * 300.0
+    settled = analog_values(ts, xs, float(ts[i]), horizon, opts)
+    fresh = analog_values(ts, xs, float(ts[j]), horizon, opts)
+    blind = analog_values(ts, xs, float(ts[i]), horizon, plain)
+    assert settled is not None and fresh is not None and blind is not None
+    # 20 samples into an idle epoch the next 10 stay idle; 2 samples in, half the epochs end
+    assert np.mean(settled < 0.9) < 0.05
+    assert np.mean(fresh < 0.9) > 0.3
+    assert np.mean(blind < 0.9) > np.mean(settled < 0.9) + 0.1
+
+
+def test_relative_analogues_keep_the_present_level() -> None:
+    # A steady host whose level drifts: analogues with nearby states are shifted to now's.
+    ts = np.arange(3000) * 300.0
+    xs = np.linspace(0.2, 0.8, ts.size)
+    now = float(ts[-1]) + 1.0
+    shifted = analog_values(ts, xs, now, 3600.0, AnalogOptions(relative=True, first_passage=False))
+    plain = analog_values(ts, xs, now, 3600.0, AnalogOptions(first_passage=False))
+    assert shifted is not None and plain is not None
+    assert abs(float(np.median(shifted)) - 0.8) < abs(float(np.median(plain)) - 0.8)
+    assert shifted.max() <= xs.max()
