@@ -49,19 +49,21 @@ class Load:
                     latencies.append(time.perf_counter() - s)
 
         per = max(1, total // clients)
-        cpu0 = server_cpu(self.pid)
+        cpu0, own0 = server_cpu(self.pid), time.process_time()
         start = time.perf_counter()
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(client, [per] * clients))
         elapsed = time.perf_counter() - start
-        cpu_ms = 1000 * (server_cpu(self.pid) - cpu0) / (per * clients)
-        return sorted(latencies), per * clients / elapsed, cpu_ms
+        done = per * clients
+        self.client_cpu_ms = 1000 * (time.process_time() - own0) / done
+        cpu_ms = 1000 * (server_cpu(self.pid) - cpu0) / done
+        return sorted(latencies), done / elapsed, cpu_ms
 
     def report(self, clients: int, total: int) -> None:
         lat, rate, cpu_ms = self.run(clients, total)
         print(f"  {clients:>2} client(s): median {1000 * statistics.median(lat):6.1f} ms, "
-              f"p95 {1000 * lat[int(0.95 * len(lat))]:6.1f} ms, {rate:6.0f} schedules/s, "
-              f"server CPU {cpu_ms:.2f} ms/schedule")
+              f"p95 {1000 * lat[int(0.95 * len(lat))]:6.1f} ms, {rate:6.0f} schedules/s; "
+              f"CPU per schedule: server {cpu_ms:.2f} ms, this client {self.client_cpu_ms:.2f} ms")
 
 
 class SensorFeed(threading.Thread):
