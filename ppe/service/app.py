@@ -29,6 +29,7 @@ from ppe.service.dashboard import routes as dashboard
 from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics, MetricsMiddleware
 from ppe.service.plan_memo import PlanMemo
+from ppe.service.planning import IndexCache
 from ppe.service.replay_jobs import ReplayRunner, fail_interrupted
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
 
@@ -67,6 +68,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.sessions = make_sessionmaker(engine)
         app.state.forecasts = ForecastCache(engine, history_limit=settings.history_limit)
         app.state.plan_memo = PlanMemo()
+        app.state.index = IndexCache()
         if settings.migrate_on_start:  # single process: nobody else is running jobs
             fail_interrupted(app.state.sessions)
         app.state.replays = ReplayRunner(app.state.sessions)

@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 
+import anyio
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
@@ -47,25 +48,38 @@ def token_from_request(request: Request, creds: HTTPAuthorizationCredentials | N
     return request.cookies.get("ppe_token")
 
 
-def resolve_role(request: Request, token: str | None) -> str | None:
+def cached_role(request: Request, token: str | None) -> tuple[bool, str | None]:
+    """The role without touching the store, when it is known: ``(found, role)``."""
     state = request.app.state
     if token is None:
-        return "admin" if state.settings.demo_auth else None
+        return True, "admin" if state.settings.demo_auth else None
     found, role = state.token_cache.get(token)
+    return found, role
+
+
+def resolve_role(request: Request, token: str | None) -> str | None:
+    found, role = cached_role(request, token)
     if not found:
+        assert token is not None
+        state = request.app.state
         with session_scope(state.sessions) as session:
             role = role_of(session, token)
         state.token_cache.put(token, role)
     return role
 
 
-def require(*roles: str) -> Callable[..., str]:
+def require(*roles: str) -> Callable[..., Awaitable[str]]:
     """Dependency factory: 401 without a valid token, 403 when the role may not do this."""
 
-    def dependency(
+    async def dependency(
         request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
     ) -> str:
-        role = resolve_role(request, token_from_request(request, creds))
+        # async: a cached token is checked on the event loop, no hop to a worker thread; only
+        # a cache miss reads the store, in a thread.
+        token = token_from_request(request, creds)
+        found, role = cached_role(request, token)
+        if not found:
+            role = await anyio.to_thread.run_sync(resolve_role, request, token)
         if role is None:
             raise HTTPException(
                 status.HTTP_401_UNAUTHORIZED,

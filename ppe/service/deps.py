@@ -39,5 +39,5 @@ def get_settings(request: Request) -> Settings:
     return request.app.state.settings  # type: ignore[no-any-return]
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:  # async: no worker-thread hop for a lookup
     return request.app.state.metrics  # type: ignore[no-any-return]

@@ -8,11 +8,13 @@ service and the replay run the very same planning code.
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from cachetools import LRUCache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -73,10 +75,13 @@ def host_specs(hosts: Sequence[Any]) -> list[HostSpec]:
 
 
 def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
-    rows = session.execute(
-        select(Resource.name, Resource.properties, Series.id, Series.metric, Series.peer)
-        .join(Series, Series.resource_id == Resource.id, isouter=True)
-        .where(Resource.name.in_(list(names)))
+    r, s = Resource.__table__.c, Series.__table__.c
+    # Core on the session's connection: plain rows, none of the ORM's result machinery (a
+    # memoised schedule spends a good part of its time here otherwise).
+    rows = session.connection().execute(
+        select(r.name, r.properties, s.id, s.metric, s.peer)
+        .join_from(Resource.__table__, Series.__table__, s.resource_id == r.id, isouter=True)
+        .where(r.name.in_(list(names)))
     ).all()
     wanted = set(names)
     idx = SeriesIndex({}, {}, {}, {})
@@ -95,6 +100,35 @@ def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
     if no_cpu:
         raise PlanningError(409, f"no cpu measurements yet for: {', '.join(no_cpu)}", "hosts")
     return idx
+
+
+class IndexCache:
+    """Recently planned host sets' series ids and properties, re-read at most every `fresh_s`.
+
+    The same freshness the forecast cache keeps for data: another worker's new link series or
+    property change shows up within `fresh_s`; this worker's own `PUT /resources` clears it.
+    Unknown hosts are never cached (the store is asked again next time).
+    """
+
+    def __init__(self, fresh_s: float = 1.0, size: int = 256) -> None:
+        self.fresh_s = fresh_s
+        self._entries: LRUCache[tuple[str, ...], tuple[SeriesIndex, float]] = LRUCache(size)
+        self._lock = threading.Lock()
+
+    def get(self, session: Session, names: Sequence[str]) -> SeriesIndex:
+        key, now = tuple(names), time.monotonic()
+        with self._lock:
+            hit = self._entries.get(key)
+        if hit is not None and now - hit[1] < self.fresh_s:
+            return hit[0]
+        idx = index_series(session, names)
+        with self._lock:
+            self._entries[key] = (idx, now)
+        return idx
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
 
 
 def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostMeta]:
@@ -221,6 +255,7 @@ class StoreForecasts:
 def prepare(
     session: Session,
     cache: ForecastCache,
+    index: IndexCache,
     specs: Sequence[HostSpec],
     n: int,
     *,
@@ -231,7 +266,7 @@ def prepare(
 ) -> tuple[list[HostMeta], StoreForecasts]:
     """Hosts as the pipeline wants them and their `forecasts_for`, for one request."""
     names = [s.name for s in specs]
-    idx = index_series(session, names)
+    idx = index.get(session, names)
     release(session)
     forecasts_for = StoreForecasts(
         cache, idx, names, confidence=confidence, at=at,

@@ -174,3 +174,26 @@ def test_repeat_schedule_reuses_plan_until_data_changes(fed, monkeypatch) -> Non
     rows = {a["host"]: a["rows"] for a in third["allocation"]}
     before = {a["host"]: a["rows"] for a in first["allocation"]}
     assert rows["h1"] < before["h1"]
+
+
+def test_new_link_and_new_properties_show_up_at_once(fed) -> None:  # type: ignore[no-untyped-def]
+    """The worker caches which series and properties a host set has; its own writes clear it."""
+
+    def links(body: dict) -> set:  # type: ignore[type-arg]
+        return {(i["host"], i["peer"]) for i in body["inputs"] if i["metric"] == "bandwidth"}
+
+    first = schedule(fed).json()
+    assert ("h1", "h2") not in links(first)
+    t0 = 1.6e9
+    items = [{"resource": "h1", "metric": "bandwidth", "peer": "h2", "timestamp": t0 + 300 * k,
+              "value": 2e6} for k in range(50)]
+    r = fed.client.post("/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor"))
+    assert r.status_code == 200, r.text
+    second = schedule(fed).json()
+    assert ("h1", "h2") in links(second)
+    fed.client.put("/api/v1/resources/h2", json={"properties": {"benchmark": 2.5e-7}},
+                   headers=fed.h("operator"))
+    third = schedule(fed).json()
+    rows = {a["host"]: a["rows"] for a in third["allocation"]}
+    before = {a["host"]: a["rows"] for a in second["allocation"]}
+    assert rows["h2"] < before["h2"] / 3  # ten times slower per element now

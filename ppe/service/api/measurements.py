@@ -11,7 +11,7 @@ from ppe.service.config import Settings
 from ppe.service.deps import get_metrics, get_session, get_settings
 from ppe.service.metrics import Metrics
 from ppe.service.schemas import BatchAccepted, MeasurementBatch, ProblemReport
-from ppe.service.store.measurements import Row, insert_batch
+from ppe.service.store.measurements import NEW_SERIES, Row, insert_batch
 from ppe.service.validation import check_batch
 
 router = APIRouter(tags=["measurements"])
@@ -47,6 +47,8 @@ def post_measurements(
     inserted = insert_batch(session, rows)
     session.commit()  # acknowledge only what is durable
     request.app.state.forecasts.invalidate()
+    if session.info.pop(NEW_SERIES, False):
+        request.app.state.index.clear()  # a new link: this worker's next plan sees it
     metrics.measurements.inc(len(rows))
     metrics.measurements_new.inc(inserted)
     return BatchAccepted(accepted=len(rows), inserted=inserted, duplicates=len(rows) - inserted)

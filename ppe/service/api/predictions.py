@@ -35,7 +35,7 @@ def post_prediction(
         )
         model = models_registry.resolve(session, body.model, body.grammar)
         metas, forecasts_for = planning.prepare(
-            session, request.app.state.forecasts, specs,
+            session, request.app.state.forecasts, request.app.state.index, specs,
             int(body.params.get("n", sum(rows.values()))), confidence=body.confidence,
             at=body.at, default_bandwidth=body.bandwidth, default_latency=body.latency,
         )

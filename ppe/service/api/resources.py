@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends, HTTPException, Request
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
@@ -60,6 +60,7 @@ def get_resource(
 def put_resource(
     name: str,
     body: ResourcePut,
+    request: Request,
     session: Session = Depends(get_session),
     _role: str = Depends(require(*OPERATE)),
 ) -> ResourceOut:
@@ -67,5 +68,6 @@ def put_resource(
     ensure_resources(session, [name])
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one()
     r.properties = {**(r.properties or {}), **body.properties.model_dump(exclude_none=True)}
-    session.flush()
+    session.commit()
+    request.app.state.index.clear()  # plans on this worker see the new properties at once
     return _resource_out(r, _series_summaries(session, r.id))

@@ -39,8 +39,9 @@ def post_schedule(
         specs = planning.host_specs(body.hosts)
         model = models_registry.resolve(session, body.app)
         metas, forecasts_for = planning.prepare(
-            session, request.app.state.forecasts, specs, body.n, confidence=body.confidence,
-            at=body.at, default_bandwidth=body.bandwidth, default_latency=body.latency,
+            session, request.app.state.forecasts, request.app.state.index, specs, body.n,
+            confidence=body.confidence, at=body.at, default_bandwidth=body.bandwidth,
+            default_latency=body.latency,
         )
         version = forecasts_for.data_version()
         key = None if version is None else (

@@ -14,6 +14,7 @@ from sqlalchemy.orm import Session
 from ppe.service.store.models import Measurement, Resource, Series
 
 SeriesKey = tuple[str, str, str]  # (resource, metric, peer or "")
+NEW_SERIES = "ppe.new_series"  # Session.info flag: this transaction registered new series
 
 
 @dataclass(frozen=True)
@@ -48,12 +49,14 @@ def ensure_series(session: Session, keys: Iterable[SeriesKey]) -> dict[SeriesKey
     keys = sorted(set(keys))
     names = {k[0] for k in keys} | {k[2] for k in keys if k[2]}
     ids = ensure_resources(session, names)
-    session.execute(
-        _insert(session, Series.__table__).on_conflict_do_nothing(
-            index_elements=["resource_id", "metric", "peer"]
-        ),
+    created = session.execute(
+        _insert(session, Series.__table__)
+        .on_conflict_do_nothing(index_elements=["resource_id", "metric", "peer"])
+        .returning(Series.__table__.c.id),
         [{"resource_id": ids[r], "metric": m, "peer": p} for r, m, p in keys],
-    )
+    ).all()
+    if created:  # callers that cache which series a host has look here (see NEW_SERIES)
+        session.info[NEW_SERIES] = True
     by_id = {rid: name for name, rid in ids.items()}
     rows = session.execute(
         select(Series.id, Series.resource_id, Series.metric, Series.peer).where(
