@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -217,6 +217,9 @@ class PlanResult(PredictResult):
     strategy: str = ""
 
 
+R = TypeVar("R", bound=PredictResult)
+
+
 def total_rows(params: Mapping[str, Any]) -> int:
     """Rows to distribute: ``params["rows"]`` if given, else the grid side ``n``."""
     rows = params.get("rows", params.get("n"))
@@ -405,19 +408,7 @@ def plan(
         return float(pred.makespan.mean()), (forecasts, rows, pred, per_host)
 
     res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
-    forecasts, rows, pred, per_host = res.value
-    return PlanResult(
-        strategy=strategy,
-        hosts=[h.name for h in hosts],
-        rows=rows,
-        per_host=per_host,
-        makespan=pred.makespan,
-        inputs=forecasts,
-        horizon_s=res.horizon_s,
-        rounds=res.rounds,
-        converged=res.converged,
-        prediction=pred,
-    )
+    return _settled(PlanResult, hosts, res, strategy=strategy)
 
 
 def predict_allocation(
@@ -440,13 +431,19 @@ def predict_allocation(
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         pred, per_host = _predict(model, params, hosts, forecasts, clean, opts)
-        return float(pred.makespan.mean()), (forecasts, pred, per_host)
+        return float(pred.makespan.mean()), (forecasts, clean, pred, per_host)
 
     res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
-    forecasts, pred, per_host = res.value
-    return PredictResult(
+    return _settled(PredictResult, hosts, res)
+
+
+def _settled(cls: type[R], hosts: Sequence[HostMeta], res: Settled, **extra: Any) -> R:
+    """The result of the round :func:`settle_horizon` chose; its payload is
+    ``(forecasts, rows, prediction, per_host)``."""
+    forecasts, rows, pred, per_host = res.value
+    return cls(
         hosts=[h.name for h in hosts],
-        rows=clean,
+        rows=rows,
         per_host=per_host,
         makespan=pred.makespan,
         inputs=forecasts,
@@ -454,4 +451,5 @@ def predict_allocation(
         rounds=res.rounds,
         converged=res.converged,
         prediction=pred,
+        **extra,
     )

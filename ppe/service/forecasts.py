@@ -111,9 +111,9 @@ class ForecastCache:
         """(series, sample count, newest timestamp) of each series, caught up with the store.
 
         Every forecast of a live series, at any horizon, is a function of these: a plan over
-        the same versions is the same plan (the service memoises plans on them).
+        the same versions is the same plan (the service memoises plans on them). Call
+        :meth:`refresh` for the same series first: it checks them all in one query.
         """
-        self.refresh(series_ids)
         out = []
         for sid in series_ids:
             h = self._fresh(sid)
@@ -225,9 +225,15 @@ class ForecastCache:
         return key, result
 
 
+def age_at(fc: SeriesForecast, now: float | None) -> float:
+    """Seconds from the forecast's newest sample to ``now`` (wall clock), so stale sensors
+    show; ``None``: its age as computed (forecasts as of a past ``at``)."""
+    return fc.age_s if now is None else max(0.0, now - fc.last_timestamp)
+
+
 def with_age(fc: SeriesForecast, now: float) -> SeriesForecast:
-    """The forecast with its age measured at ``now`` (wall clock), so stale sensors show."""
-    return replace(fc, age_s=max(0.0, now - fc.last_timestamp))
+    """The forecast with its age measured at ``now``."""
+    return replace(fc, age_s=age_at(fc, now))
 
 
-__all__ = ["ForecastCache", "InsufficientData", "bounds_for", "with_age"]
+__all__ = ["ForecastCache", "InsufficientData", "age_at", "bounds_for", "with_age"]

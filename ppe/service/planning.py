@@ -23,7 +23,7 @@ from ppe import core
 from ppe.core.stochastic import Point, Stochastic
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
 from ppe.service.deps import release
-from ppe.service.forecasts import ForecastCache
+from ppe.service.forecasts import ForecastCache, age_at
 from ppe.service.store.models import Resource, Series
 
 DEFAULT_ELEMENT_SIZE = 8
@@ -165,7 +165,7 @@ def quality(fc: Any, now: float | None = None) -> dict[str, Any]:
         "mse": _finite(fc.mse),
         "mae": _finite(fc.mae),
         "samples": fc.n,
-        "age_s": fc.age_s if now is None else max(0.0, now - fc.last_timestamp),
+        "age_s": age_at(fc, now),
         "horizon_s": fc.horizon_s,
     }
 
@@ -240,14 +240,13 @@ class StoreForecasts:
             links[peer] = {"forecast": as_json, "fc": fc}
         lat = [self._forecast(sid, "latency", horizon)[0].mean
                for sid in self._latency.get(name, {}).values()]
-        live = self.at is None
         return HostForecasts(
             cpu=cpu_value,
             bandwidth=bw,
             default_bandwidth=self.default_bandwidth,
             latency=sum(lat) / len(lat) if lat else self.default_latency,
             multimode=recent.multimode,
-            age_s=max(0.0, time.time() - cpu.last_timestamp) if live else cpu.age_s,
+            age_s=age_at(cpu, time.time() if self.at is None else None),
             details={"cpu": cpu, "cpu_json": cpu_json, "links": links},
         )
 

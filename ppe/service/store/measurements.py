@@ -5,9 +5,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
-from sqlalchemy import Engine, and_, bindparam, case, func, or_, select, update
+from sqlalchemy import Engine, Table, and_, bindparam, case, func, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -109,10 +109,11 @@ def _update_summaries(session: Session, new: Sequence[Any]) -> None:
         per[sid] = (n + 1, newest, latest)
     if not per:
         return
-    s = Series.__table__.c
+    table = cast(Table, Series.__table__)
+    s = table.c
     newer = or_(s.latest_timestamp.is_(None), bindparam("b_ts") >= s.latest_timestamp)
     session.execute(
-        update(Series.__table__)
+        update(table)
         .where(s.id == bindparam("b_sid"))
         .values(
             samples=s.samples + bindparam("b_n"),
