@@ -9,6 +9,7 @@ from forecaster.analog import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, analo
 from forecaster.api import InsufficientData, SeriesForecast, forecast_series, series_distribution
 from forecaster.batch import BatchResult, batch_forecasts, select_batch
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
+from forecaster.dependence import co_movement
 from forecaster.distribution import Distribution, FitOptions, consolidate, fit_distribution
 from forecaster.horizon import block_means, horizon_distribution, snap_horizon
 from forecaster.members import batch_member_forecasts, member_names
@@ -32,6 +33,7 @@ __all__ = [
     "SeriesForecaster",
     "batch_forecasts",
     "batch_member_forecasts",
+    "co_movement",
     "block_means",
     "consolidate",
     "fit_distribution",

@@ -17,7 +17,7 @@ measurements are).
 
 Public API: ``HostMeta``, ``HostForecasts``, ``PlanOptions``, ``plan``, ``PlanResult``,
 ``predict_allocation``, ``PredictResult``, ``settle_horizon``, ``host_inputs``,
-``total_rows``, ``HistoryForecasts``, ``SeriesHistory``.
+``total_rows``, ``HistoryForecasts``, ``SeriesHistory``, ``DependenceFor``.
 """
 
 from __future__ import annotations
@@ -74,6 +74,9 @@ class HostForecasts:
 
 
 ForecastsFor = Callable[[float | None], Mapping[str, HostForecasts]]
+#: ``dependence_for(host names, horizon)``: correlation of the hosts' slowdowns over that
+#: horizon (``forecaster.co_movement``), or None to treat them as independent.
+DependenceFor = Callable[[Sequence[str], float | None], FloatArray | None]
 
 
 @dataclass(frozen=True)
@@ -124,12 +127,22 @@ class HistoryForecasts:
         self.bandwidth_options = bandwidth_options or BANDWIDTH_ANALOG
         self._cache: dict[float | None, dict[str, HostForecasts]] = {}
         self._modes: dict[str, tuple[bool, float]] = {}
+        self._dependence: dict[tuple[tuple[str, ...], float | None], FloatArray] = {}
 
     def __call__(self, horizon: float | None) -> dict[str, HostForecasts]:
         key = forecaster.snap_horizon(horizon)
         if key not in self._cache:
             self._cache[key] = {n: self._host(n, key) for n in self.histories}
         return self._cache[key]
+
+    def dependence(self, names: Sequence[str], horizon: float | None) -> FloatArray:
+        """How the hosts' CPU availability moves together over ``horizon`` (a ``DependenceFor``)."""
+        key = (tuple(names), forecaster.snap_horizon(horizon))
+        if key not in self._dependence:
+            series = [(self.histories[n].timestamps, self.histories[n].cpu) for n in names]
+            self._dependence[key] = forecaster.co_movement(
+                series, self.now, key[1], lookback_s=self.cpu_options.lookback_s)
+        return self._dependence[key]
 
     def mode(self, name: str) -> tuple[bool, float]:
         """(multi-mode?, age of the newest sample) from the forecaster's fit of recent values."""
@@ -271,6 +284,7 @@ def _schedule(
     inputs: list[Any],
     strategy: str,
     opts: PlanOptions,
+    dependence: FloatArray | None = None,
 ) -> dict[str, int]:
     """Rows per host; the chosen allocation is then predicted by the model, not the scheduler."""
     models = core.linear_host_models(model, params, inputs)
@@ -291,6 +305,7 @@ def _schedule(
         quantile=opts.quantile,
         samples=opts.schedule_samples,
         seed=opts.seed,
+        dependence=dependence,
     )
 
 
@@ -386,6 +401,7 @@ def plan(
     forecasts_for: ForecastsFor,
     strategy: str,
     options: PlanOptions | None = None,
+    dependence_for: DependenceFor | None = None,
 ) -> PlanResult:
     """Schedule ``app`` over ``hosts`` (chain order) with ``strategy``, horizon settled.
 
@@ -394,6 +410,8 @@ def plan(
     proposes the next horizon from the predicted mean makespan (:func:`settle_horizon`);
     it stops when prediction and horizon agree within ``options.tolerance`` or after
     ``options.max_rounds`` rounds, returning the most self-consistent round.
+    ``dependence_for`` lets the scheduler sample hosts jointly (hosts that slow down together);
+    without it they are independent.
     """
     opts = options or PlanOptions()
     if not hosts:
@@ -402,7 +420,8 @@ def plan(
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
-        chosen = _schedule(model, params, hosts, inputs, strategy, opts)
+        dep = None if dependence_for is None else dependence_for([h.name for h in hosts], horizon)
+        chosen = _schedule(model, params, hosts, inputs, strategy, opts, dep)
         rows = {h.name: int(chosen.get(h.name, 0)) for h in hosts}
         pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)
         return float(pred.makespan.mean()), (forecasts, rows, pred, per_host)

@@ -10,6 +10,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from scheduler.balance import balance_rows, bounds_arrays, check_linear
+from scheduler.copula import check_dependence, couple
 from scheduler.errors import check_bounds, check_names
 from scheduler.laws import (
     Law,
@@ -54,7 +55,11 @@ class StochasticHost:
 
 @dataclass(frozen=True, eq=False)
 class Problem:
-    """Hosts with summarised laws, bounds and the strategy parameters."""
+    """Hosts with summarised laws, bounds and the strategy parameters.
+
+    ``dependence``: correlation of the hosts' slowdowns (a Gaussian copula over their laws,
+    ``scheduler.copula``); None treats them as independent.
+    """
 
     hosts: tuple[StochasticHost, ...]
     total_rows: int
@@ -62,6 +67,7 @@ class Problem:
     quantile: float = 0.95
     samples: int = 4000
     seed: int = 0
+    dependence: FloatArray | None = None
     a: tuple[Law, ...] = field(init=False)
     b: tuple[Law, ...] = field(init=False)
     lo: FloatArray = field(init=False)
@@ -70,6 +76,8 @@ class Problem:
     def __post_init__(self) -> None:
         check_names(self.names)
         check_params(self.k, self.quantile, self.samples, self.seed)
+        object.__setattr__(self, "dependence", check_dependence(self.dependence,
+                                                                len(self.hosts)))
         object.__setattr__(self, "a", tuple(_law(h, "a") for h in self.hosts))
         object.__setattr__(self, "b", tuple(_law(h, "b") for h in self.hosts))
         lo, hi = bounds_arrays([(h.min_rows, h.max_rows) for h in self.hosts])
@@ -92,8 +100,10 @@ class Problem:
         return a, b
 
     def sample_ab(self, stream: int) -> tuple[FloatArray, FloatArray]:
-        """(n, samples) draws of every host's a, and of b (an (n, 1) column if all b are fixed)."""
-        return sample_ab(self.a, self.b, self.samples, self.seed, stream)
+        """(n, samples) draws of every host's a, and of b (an (n, 1) column if all b are fixed);
+        the a's coupled by ``dependence``."""
+        a_s, b_s = sample_ab(self.a, self.b, self.samples, self.seed, stream)
+        return couple(a_s, self.dependence, self.seed, stream), b_s
 
 
 def check_params(k: float, quantile: float, samples: int, seed: int) -> None:
@@ -133,8 +143,10 @@ def sample_ab(a: Sequence[Law], b: Sequence[Law], size: int, seed: int,
 
 
 def sample_times(a: Sequence[Law], b: Sequence[Law], rows: IntArray, size: int, seed: int,
-                 stream: int, out: FloatArray | None = None) -> FloatArray:
-    """(n, size) draws of each host's time ``a * rows + b`` (0 for hosts given no rows).
+                 stream: int, out: FloatArray | None = None,
+                 dependence: FloatArray | None = None) -> FloatArray:
+    """(n, size) draws of each host's time ``a * rows + b`` (0 for hosts given no rows),
+    coupled by ``dependence`` (see :class:`Problem`).
 
     With known components the time's own law (a mixture over pairs of a's and b's components)
     is sampled directly: half the draws of sampling a and b apart.
@@ -157,5 +169,7 @@ def sample_times(a: Sequence[Law], b: Sequence[Law], rows: IntArray, size: int, 
             c = affine(components([a[int(i)] for i in idx]), r[idx],
                        components([b[int(i)] for i in idx]))
             t[idx] = draw_components(c, slots[idx], size, seed, stream)
+    if dependence is not None:
+        t[...] = couple(t, dependence, seed, stream)
     t[rows == 0] = 0.0
     return t

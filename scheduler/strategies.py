@@ -116,16 +116,18 @@ MONTE_CARLO_STRATEGIES: frozenset[str] = frozenset({"expected", "quantile-makesp
 
 def schedule(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "mean", *,
              k: float = 2.0, quantile: float = 0.95, samples: int = 4000, seed: int = 0,
-             confidence: float = 0.95) -> Schedule:
+             confidence: float = 0.95, dependence: FloatArray | None = None) -> Schedule:
     """Rows per host by ``strategy`` (one of ``STRATEGIES``), with predicted times.
+
+    ``dependence``: correlation of the hosts' slowdowns (``scheduler.copula``); the Monte Carlo
+    strategies and the makespan's report sample hosts jointly with it. None: independent.
 
     Raises ``Infeasible`` when the row bounds cannot hold ``total_rows``, ``ValueError`` on bad
     input (unknown strategy, non-positive time per row under the strategy, ...).
     """
     check_confidence(confidence)
-    problem, rows = _choose(hosts, total_rows, strategy, k, quantile, samples, seed)
-    per_host, makespan = _report(problem.a, problem.b, problem.names, rows, samples, seed,
-                                 confidence)
+    problem, rows = _choose(hosts, total_rows, strategy, k, quantile, samples, seed, dependence)
+    per_host, makespan = _report(problem, rows, confidence)
     params = {"k": k} if strategy == "conservative" else {}
     if strategy in ("quantile", "quantile-makespan"):
         params = {"quantile": quantile}
@@ -143,52 +145,56 @@ def schedule(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "
 
 def schedule_rows(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "mean", *,
                   k: float = 2.0, quantile: float = 0.95, samples: int = 4000,
-                  seed: int = 0) -> dict[str, int]:
+                  seed: int = 0, dependence: FloatArray | None = None) -> dict[str, int]:
     """The rows :func:`schedule` would choose, without its Monte Carlo report of the times.
 
     For callers that predict the chosen allocation themselves (``ppe.pipeline``): the report
     samples every host and is most of a fast strategy's cost.
     """
-    problem, rows = _choose(hosts, total_rows, strategy, k, quantile, samples, seed)
+    problem, rows = _choose(hosts, total_rows, strategy, k, quantile, samples, seed, dependence)
     return {name: int(r) for name, r in zip(problem.names, rows, strict=True)}
 
 
 def _choose(hosts: Sequence[StochasticHost], total_rows: int, strategy: str, k: float,
-            quantile: float, samples: int, seed: int) -> tuple[Problem, IntArray]:
+            quantile: float, samples: int, seed: int,
+            dependence: FloatArray | None) -> tuple[Problem, IntArray]:
     if strategy not in _STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
     problem = Problem(tuple(hosts), total_rows, k=k, quantile=quantile, samples=samples,
-                      seed=seed)
+                      seed=seed, dependence=dependence)
     return problem, _STRATEGIES[strategy](problem)
 
 
 def predict_times(hosts: Sequence[StochasticHost], rows: Mapping[str, int], *,
-                  samples: int = 4000, seed: int = 0,
-                  confidence: float = 0.95) -> tuple[dict[str, TimeStats], TimeStats]:
+                  samples: int = 4000, seed: int = 0, confidence: float = 0.95,
+                  dependence: FloatArray | None = None) -> tuple[dict[str, TimeStats], TimeStats]:
     """Per-host and makespan predictions for given rows (hosts missing from ``rows``: 0)."""
     check_confidence(confidence)
-    problem, arr = _fixed(hosts, rows, samples, seed)
-    return _report(problem.a, problem.b, problem.names, arr, samples, seed, confidence)
+    problem, arr = _fixed(hosts, rows, samples, seed, dependence)
+    return _report(problem, arr, confidence)
 
 
 def simulate_makespans(hosts: Sequence[StochasticHost], rows: Mapping[str, int], *,
-                       samples: int = 4000, seed: int = 0) -> FloatArray:
+                       samples: int = 4000, seed: int = 0,
+                       dependence: FloatArray | None = None) -> FloatArray:
     """Makespan draws for given rows: Monte Carlo "actuals" when ``seed`` differs from the plan's.
 
     Draw i of a host depends only on (seed, host position, i), so allocations evaluated with
     the same seed are compared on common random numbers.
     """
-    problem, arr = _fixed(hosts, rows, samples, seed)
+    problem, arr = _fixed(hosts, rows, samples, seed, dependence)
     if not problem.hosts:
         return np.zeros(samples)
     with scratch(len(problem.hosts), samples) as buf:
-        t = sample_times(problem.a, problem.b, arr, samples, seed, REPORT_STREAM, out=buf)
+        t = sample_times(problem.a, problem.b, arr, samples, seed, REPORT_STREAM, out=buf,
+                         dependence=problem.dependence)
         return t.max(axis=0)
 
 
 def _fixed(hosts: Sequence[StochasticHost], rows: Mapping[str, int], samples: int,
-           seed: int) -> tuple[Problem, IntArray]:
-    problem = Problem(tuple(hosts), int(sum(rows.values())), samples=samples, seed=seed)
+           seed: int, dependence: FloatArray | None) -> tuple[Problem, IntArray]:
+    problem = Problem(tuple(hosts), int(sum(rows.values())), samples=samples, seed=seed,
+                      dependence=dependence)
     unknown = set(rows) - set(problem.names)
     if unknown:
         raise ValueError(f"rows given for unknown hosts {sorted(unknown)}")
@@ -198,11 +204,13 @@ def _fixed(hosts: Sequence[StochasticHost], rows: Mapping[str, int], samples: in
     return problem, arr
 
 
-def _report(a: Sequence[Law], b: Sequence[Law], names: Sequence[str], rows: IntArray,
-            samples: int, seed: int,
+def _report(problem: Problem, rows: IntArray,
             confidence: float) -> tuple[dict[str, TimeStats], TimeStats]:
     """Per host: exact where the time's law is known (normal, or a mixture of normals: every
-    pair of a's and b's components), sampled otherwise. Makespan: sampled jointly."""
+    pair of a's and b's components), sampled otherwise. Makespan: sampled jointly (coupled by
+    the problem's dependence)."""
+    a, b, names = problem.a, problem.b, problem.names
+    samples, seed = problem.samples, problem.seed
     if not names:
         return {}, TimeStats.point(0.0, confidence)
     used = [p for p in range(len(names)) if rows[p] > 0]
@@ -216,7 +224,8 @@ def _report(a: Sequence[Law], b: Sequence[Law], names: Sequence[str], rows: IntA
     if mixed:
         per_host.update(_mixture_stats(a, b, names, rows, mixed, confidence))
     with scratch(len(names), samples) as buf:
-        t = sample_times(a, b, rows, samples, seed, REPORT_STREAM, out=buf)
+        t = sample_times(a, b, rows, samples, seed, REPORT_STREAM, out=buf,
+                         dependence=problem.dependence)
         makespan = TimeStats.from_samples(t.max(axis=0), confidence)
         for p in generic:
             mean, std = _moments(a[p], b[p], rows[p])

@@ -69,7 +69,7 @@ def plan_case(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> Ca
     params = {"n": config.n, "iterations": config.iterations}
     for s in config.strategies:
         try:
-            res = plan(config.app, params, metas, fc, s, opts)
+            res = plan(config.app, params, metas, fc, s, opts, dependence_for=fc.dependence)
         except Exception as exc:  # noqa: BLE001 - a strategy failing is a result to report
             result.outcomes[s] = StrategyOutcome(
                 rows=[0] * len(metas), error=f"{type(exc).__name__}: {exc}"
