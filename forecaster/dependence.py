@@ -31,6 +31,8 @@ from forecaster.horizon import _spacing
 SHRINK = 0.05
 #: Fewest windows two hosts must share for their correlation to count (else 0).
 MIN_COMMON = 48
+#: Most grid points per host (fast sensors are read on a coarser grid than their spacing).
+MAX_POINTS = 4096
 #: A grid point takes the newest sample within this many spacings, else it is missing.
 MAX_STALE = 3
 
@@ -57,8 +59,9 @@ def co_movement(
     spacings = [_spacing(ts) for ts, _ in past if ts.size > 1]
     if not spacings:
         return np.eye(n)
-    step = float(np.median(spacings))
-    grid = np.arange(now - lookback_s, now, step)
+    begin = max(now - lookback_s, min((float(ts[0]) for ts, _ in past if ts.size), default=now))
+    step = max(float(np.median(spacings)), (now - begin) / MAX_POINTS)
+    grid = np.arange(begin, now, step)
     width = 1 if horizon_s is None else max(1, int(round(horizon_s / step)))
     changes = np.array([_changes(_on_grid(ts, xs, grid, step), width) for ts, xs in past])
     corr = _pairwise(changes)
@@ -100,22 +103,24 @@ def _changes(v: FloatArray, width: int) -> FloatArray:
 
 
 def _pairwise(d: FloatArray) -> FloatArray:
-    """Pearson correlation of rows of ``d`` over their common non-missing columns."""
-    n = d.shape[0]
-    corr = np.eye(n)
-    have = ~np.isnan(d)
-    for p in range(n):
-        for q in range(p + 1, n):
-            both = have[p] & have[q]
-            if both.sum() < MIN_COMMON:
-                continue
-            x, y = d[p, both], d[q, both]
-            sx, sy = x.std(), y.std()
-            if sx <= 1e-12 or sy <= 1e-12:
-                continue
-            r = float(np.mean((x - x.mean()) * (y - y.mean())) / (sx * sy))
-            corr[p, q] = corr[q, p] = float(np.clip(r, -1.0, 1.0))
-    return corr
+    """Pearson correlation of rows of ``d`` over their common non-missing columns.
+
+    All pairs at once by matrix products over the masked rows (64 hosts in a few ms)."""
+    have = (~np.isnan(d)).astype(np.float64)
+    x = np.nan_to_num(d)
+    count = have @ have.T
+    sums = x @ have.T  # [p, q]: sum of p's changes where q is present too
+    squares = (x * x) @ have.T
+    cross = x @ x.T
+    with np.errstate(invalid="ignore", divide="ignore"):
+        mean = sums / count
+        var = squares / count - mean**2
+        cov = cross / count - mean * mean.T
+        corr = cov / np.sqrt(var * var.T)
+    usable = (count >= MIN_COMMON) & (var > 1e-24) & (var.T > 1e-24) & np.isfinite(corr)
+    out: FloatArray = np.where(usable, np.clip(corr, -1.0, 1.0), 0.0)
+    np.fill_diagonal(out, 1.0)
+    return out
 
 
 def _regularised(corr: FloatArray, shrink: float) -> FloatArray:

@@ -410,8 +410,8 @@ def plan(
     proposes the next horizon from the predicted mean makespan (:func:`settle_horizon`);
     it stops when prediction and horizon agree within ``options.tolerance`` or after
     ``options.max_rounds`` rounds, returning the most self-consistent round.
-    ``dependence_for`` lets the scheduler sample hosts jointly (hosts that slow down together);
-    without it they are independent.
+    ``dependence_for`` lets the Monte Carlo strategies sample hosts jointly (hosts that slow
+    down together); without it they are independent.
     """
     opts = options or PlanOptions()
     if not hosts:
@@ -420,7 +420,8 @@ def plan(
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
-        dep = None if dependence_for is None else dependence_for([h.name for h in hosts], horizon)
+        joint = dependence_for is not None and strategy in scheduler.MONTE_CARLO_STRATEGIES
+        dep = dependence_for([h.name for h in hosts], horizon) if joint else None
         chosen = _schedule(model, params, hosts, inputs, strategy, opts, dep)
         rows = {h.name: int(chosen.get(h.name, 0)) for h in hosts}
         pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)

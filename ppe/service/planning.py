@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from cachetools import LRUCache
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -217,6 +218,10 @@ class StoreForecasts:
 
     def __call__(self, horizon: float | None) -> Mapping[str, HostForecasts]:
         return {name: self._host(name, horizon) for name in self.names}
+
+    def dependence(self, names: Sequence[str], horizon: float | None) -> np.ndarray:
+        """How the hosts' CPU availability moves together (a ``pipeline.DependenceFor``)."""
+        return self.cache.co_movement([self.idx.cpu[n] for n in names], horizon, self.at)
 
     def _forecast(
         self, sid: int, metric: str, horizon: float | None

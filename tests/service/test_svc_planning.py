@@ -197,3 +197,37 @@ def test_new_link_and_new_properties_show_up_at_once(fed) -> None:  # type: igno
     rows = {a["host"]: a["rows"] for a in third["allocation"]}
     before = {a["host"]: a["rows"] for a in second["allocation"]}
     assert rows["h2"] < before["h2"] / 3  # ten times slower per element now
+
+
+def test_monte_carlo_strategies_sample_hosts_jointly(fed, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """`expected` gets the hosts' measured dependence (forecaster.co_movement over their
+    stored cpu series); balancing strategies do not need it; a worker reuses it for a while
+    instead of recomputing it for every new sample."""
+    import ppe.service.forecasts as forecasts_mod
+
+    seen: list[int] = []
+    real = forecasts_mod.co_movement
+
+    def spy(series, now, horizon, **kw):  # type: ignore[no-untyped-def]
+        seen.append(len(series))
+        out = real(series, now, horizon, **kw)
+        assert out.shape == (len(series), len(series))
+        assert max(float(ts.max()) for ts, _ in series) < now  # the past only
+        return out
+
+    monkeypatch.setattr(forecasts_mod, "co_movement", spy)
+    assert schedule(fed, strategy="mean").status_code == 200
+    assert seen == []
+    assert schedule(fed, strategy="expected").status_code == 200
+    assert seen and set(seen) == {3}
+    calls = len(seen)
+    h1 = fed.client.get("/api/v1/forecasts/h1/cpu", headers=fed.h("app")).json()
+    new = [{"resource": "h1", "metric": "cpu", "timestamp": h1["last_timestamp"] + 300,
+            "value": 0.9}]
+    assert fed.client.post("/api/v1/measurements", json={"measurements": new},
+                           headers=fed.h("sensor")).status_code == 200
+    assert schedule(fed, strategy="expected").status_code == 200  # a new plan ...
+    assert len(seen) == calls  # ... on the dependence measured a moment ago
+    past = schedule(fed, strategy="expected", at=h1["last_timestamp"])
+    assert past.status_code == 200, past.text
+    assert len(seen) > calls  # as of a past time: measured from the rows before it

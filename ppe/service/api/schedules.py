@@ -79,7 +79,8 @@ def _plan(
                           initial_horizon=memo.hint(hint_key))
     if body.select:
         metas = planning.select_chain(model, params, metas, forecasts_for, body.strategy, options)
-    result = plan(model, params, metas, forecasts_for, body.strategy, options)
+    result = plan(model, params, metas, forecasts_for, body.strategy, options,
+                  dependence_for=forecasts_for.dependence)
     memo.remember_hint(hint_key, result.horizon_s)
     c = body.confidence
     return Answer(
