@@ -59,10 +59,15 @@ class AnalogOptions:
     epoch_band: float = 0.0  # >0: also match the age of the current level (band: share of range)
     epoch_cap_s: float = 86400.0  # ages beyond this count as equal
     background: str = "all"  # blend target: "all" past starts, or "state" analogues (no age)
+    clock_hazard: bool = False  # scale the chance of a fall by its rate at this hour of day
+    clock_window_s: float = 3 * 3600.0  # width of the hour-of-day window for that rate
+    clock_prior: float = 200.0  # pseudo-starts at the all-day rate (shrinks a sparse hour)
 
+
+DAY_S = 86400.0
 
 CPU_ANALOG = AnalogOptions(relative=True, epoch_band=0.1, background="state",
-                           unconditional_weight=0.5)
+                           unconditional_weight=0.5, clock_hazard=True, clock_prior=100.0)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
@@ -70,13 +75,24 @@ def analog_values(
     timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float | None,
     opts: AnalogOptions = CPU_ANALOG, conditional: bool = True,
 ) -> FloatArray | None:
+    """Run-average availability of the past starts whose preceding state is nearest now's
+    (see :func:`_analogues`, which also says when each of them started)."""
+    found = _analogues(timestamps, values, now, horizon_s, opts, conditional)
+    return None if found is None else found[0]
+
+
+def _analogues(
+    timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float | None,
+    opts: AnalogOptions, conditional: bool,
+) -> tuple[FloatArray, FloatArray] | None:
     """Run-average availability of the past starts whose preceding state is nearest now's.
 
     With ``opts.first_passage`` the effective availability of getting a run's work done
     (see :func:`_first_passage`), otherwise the plain mean over the window. Uses samples
     with ``now - lookback_s <= t < now`` only; windows are counted in samples
     (``horizon_s`` / median spacing). ``conditional=False`` gives every past start (the
-    unconditional distribution). None when the history is too short.
+    unconditional distribution). Returns (outcomes, start times); None when the history is
+    too short.
     """
     ts = np.asarray(timestamps, dtype=np.float64)
     xs = np.asarray(values, dtype=np.float64)
@@ -109,6 +125,13 @@ def analog_values(
         out = (csum[nearest + width] - csum[nearest]) / width
     if opts.relative and conditional:
         out = np.clip(out + (now_state - state[nearest - k0]), xs.min(), xs.max())
+    return out, ts[np.minimum(nearest, ts.size - 1)]
+
+
+def _clock_distance(t: FloatArray, now: float) -> FloatArray:
+    """Seconds between each time's hour of the day and ``now``'s (0 to 12 h, around the clock)."""
+    d = np.mod(np.asarray(t, dtype=np.float64) - now, DAY_S)
+    out: FloatArray = np.minimum(d, DAY_S - d)
     return out
 
 
@@ -224,15 +247,69 @@ def analog_horizon(
     opts: AnalogOptions = CPU_ANALOG,
 ) -> Distribution | None:
     """The run-average distribution conditioned on the present; None when history is short."""
-    sample = analog_values(timestamps, values, now, horizon_s, opts)
-    if sample is None:
+    found = _analogues(timestamps, values, now, horizon_s, opts, True)
+    if found is None:
         return None
+    sample = found[0]
+    state_only = None
+    if opts.epoch_band > 0 and (opts.background == "state" or opts.clock_hazard):
+        state_only = _analogues(timestamps, values, now, horizon_s,
+                                replace(opts, epoch_band=0.0), True)
     background = None
     if opts.unconditional_weight > 0:
         if opts.epoch_band > 0 and opts.background == "state":
-            background = analog_values(timestamps, values, now, horizon_s,
-                                       replace(opts, epoch_band=0.0))
+            background = None if state_only is None else state_only[0]
         else:
             background = analog_values(timestamps, values, now, horizon_s, opts,
                                        conditional=False)
+    if opts.clock_hazard:
+        level = float(np.asarray(values, dtype=np.float64)[
+            np.asarray(timestamps) < now][-opts.state_samples:].mean())
+        reference = found if state_only is None else state_only
+        factor = _clock_factor(*reference, level, now, opts)
+        sample = _reweight_falls(sample, level, factor)
+        if background is not None:
+            background = _reweight_falls(background, level, factor)
     return kernel_distribution(sample, opts, background)
+
+
+def _falls(outcomes: FloatArray, level: float) -> NDArray[np.bool_]:
+    """Outcomes that lost half of the present level or more: a change of load epoch."""
+    out: NDArray[np.bool_] = outcomes < 0.5 * level
+    return out
+
+
+def _clock_factor(outcomes: FloatArray, starts: FloatArray, level: float, now: float,
+                  opts: AnalogOptions) -> float:
+    """How much likelier a fall is at this hour of the day than over the whole day.
+
+    Among analogues of the present state, the share that fell when they started within
+    ``clock_window_s`` of now's hour, against the share over all hours; the hour's count is
+    shrunk toward the all-day share by ``clock_prior`` pseudo-starts, so an hour with few
+    starts (or none that fell) moves the chance only as far as its evidence allows.
+    """
+    fell = _falls(outcomes, level)
+    overall = float(fell.mean()) if fell.size else 0.0
+    if overall <= 0.0:
+        return 1.0
+    near = _clock_distance(starts, now) <= opts.clock_window_s / 2
+    rate = (float(fell[near].sum()) + opts.clock_prior * overall) / (
+        float(near.sum()) + opts.clock_prior)
+    return rate / overall
+
+
+def _reweight_falls(outcomes: FloatArray, level: float, factor: float) -> FloatArray:
+    """The outcomes with the falls' total weight scaled by ``factor`` (odds kept below 1),
+    as an equal-weight sample of the same size (systematic resampling: no randomness)."""
+    fell = _falls(outcomes, level)
+    p = float(fell.mean()) if outcomes.size else 0.0
+    if p <= 0.0 or p >= 1.0 or factor == 1.0:
+        return outcomes
+    new_p = factor * p / (factor * p + (1.0 - p))
+    w = np.where(fell, new_p / p, (1.0 - new_p) / (1.0 - p)) / outcomes.size
+    order = np.argsort(outcomes, kind="stable")
+    cum = np.cumsum(w[order])
+    picks = (np.arange(outcomes.size) + 0.5) / outcomes.size
+    idx = np.minimum(np.searchsorted(cum, picks * cum[-1], side="left"), outcomes.size - 1)
+    out: FloatArray = outcomes[order][idx]
+    return out

@@ -225,3 +225,36 @@ def test_horizon_is_a_typical_run_not_one_pulled_up_by_rare_stalls() -> None:
     assert res.converged
     assert res.horizon_s == pytest.approx(median, rel=0.05)
     assert asked[-1] is not None and asked[-1] < 0.8 * mean
+
+
+def _office_hours_series(days: int = 14) -> tuple[np.ndarray, np.ndarray]:
+    """Idle, except that on some days a job saturates the host from 10:00 for two hours."""
+    rng = np.random.default_rng(4)
+    ts = np.arange(days * 288) * 300.0
+    hour = (ts % 86400.0) / 3600.0
+    busy_day = rng.random(days) < 0.5
+    xs = np.where((hour >= 10) & (hour < 12) & busy_day[(ts // 86400).astype(int)], 0.01, 0.98)
+    return ts, xs + rng.normal(0.0, 0.005, ts.size)
+
+
+def test_the_chance_of_a_fall_follows_the_hour_of_the_day() -> None:
+    """A host that only ever gets loaded at 10:00: idle at 09:30 it may well fall within the
+    hour, idle at 03:00 it is not going to; without the hour both look the same."""
+    from dataclasses import replace
+
+    from forecaster.analog import analog_horizon
+
+    ts, xs = _office_hours_series()
+    days = 13 * 86400.0
+    night, morning = days + 3 * 3600.0, days + 9.5 * 3600.0
+    clock = replace(CPU_ANALOG, clock_hazard=True)
+    plain = replace(CPU_ANALOG, clock_hazard=False)
+
+    def fall(now: float, opts: AnalogOptions) -> float:
+        dist = analog_horizon(ts[ts < now], xs[ts < now], now, 3600.0, opts)
+        assert dist is not None
+        return float(dist.cdf(np.array([0.45]))[0])
+
+    assert fall(morning, clock) > 3 * fall(night, clock)
+    assert fall(night, clock) < 0.8 * fall(night, plain)
+    assert fall(morning, clock) > fall(morning, plain)
