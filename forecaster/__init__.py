@@ -9,7 +9,7 @@ from forecaster.analog import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, analo
 from forecaster.api import InsufficientData, SeriesForecast, forecast_series, series_distribution
 from forecaster.batch import BatchResult, batch_forecasts, select_batch
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
-from forecaster.dependence import co_movement
+from forecaster.dependence import co_movement, snap_dependence_horizon
 from forecaster.distribution import Distribution, FitOptions, consolidate, fit_distribution
 from forecaster.horizon import block_means, horizon_distribution, snap_horizon
 from forecaster.members import batch_member_forecasts, member_names
@@ -41,5 +41,6 @@ __all__ = [
     "horizon_distribution",
     "member_names",
     "select_batch",
+    "snap_dependence_horizon",
     "snap_horizon",
 ]

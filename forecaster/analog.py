@@ -27,6 +27,12 @@ host), so hosts that stayed idle were avoided. Now analogues are matched on the 
 *and* on the age of the present load epoch (switch hazards fall steeply with age), each
 is shifted by the present state minus its own, and the blend goes to the state-only
 analogues. Measured effects are in ppe/replay/README.md.
+
+Third pass (``clock_hazard``): load follows the clock (some VMs are only ever loaded in office
+hours, others at night), so the share of falls among the analogues is scaled by how often
+the present state fell when it started near the present hour of the day, shrunk toward the
+all-day share. A third matching rank for the hour did worse: it thinned the matches on state
+and epoch age.
 """
 
 from __future__ import annotations

@@ -20,6 +20,7 @@ scheduler uses it as a Gaussian copula over the marginals (``scheduler.couple``)
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -35,6 +36,14 @@ MIN_COMMON = 48
 MAX_POINTS = 4096
 #: A grid point takes the newest sample within this many spacings, else it is missing.
 MAX_STALE = 3
+
+
+def snap_dependence_horizon(horizon_s: float | None) -> float | None:
+    """Horizons on a doubling grid: dependence changes slowly with the window, so plans whose
+    run lengths differ by less than 2x share one matrix (the service caches it per bucket)."""
+    if horizon_s is None:
+        return None
+    return float(2.0 ** round(math.log2(max(horizon_s, 1.0))))
 
 
 def co_movement(

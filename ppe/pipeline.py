@@ -137,7 +137,7 @@ class HistoryForecasts:
 
     def dependence(self, names: Sequence[str], horizon: float | None) -> FloatArray:
         """How the hosts' CPU availability moves together over ``horizon`` (a ``DependenceFor``)."""
-        key = (tuple(names), forecaster.snap_horizon(horizon))
+        key = (tuple(names), forecaster.snap_dependence_horizon(horizon))
         if key not in self._dependence:
             series = [(self.histories[n].timestamps, self.histories[n].cpu) for n in names]
             self._dependence[key] = forecaster.co_movement(

@@ -33,6 +33,7 @@ from forecaster import (
     SeriesForecaster,
     co_movement,
     forecast_series,
+    snap_dependence_horizon,
     snap_horizon,
 )
 from ppe.core.stochastic import Stochastic, from_components
@@ -91,10 +92,10 @@ class ForecastCache:
         """How these CPU series move together over ``horizon_s`` (``forecaster.co_movement``).
 
         A property of two weeks of history, so live answers are kept for
-        ``DEPENDENCE_TTL_S`` per (series, horizon on a doubling grid) rather than recomputed
+        ``DEPENDENCE_TTL_S`` per (series, horizon bucket) rather than recomputed
         for every new sample: 64 hosts cost ~50 ms, a memoised plan 4 ms.
         """
-        bucket = None if horizon_s is None else float(2.0 ** round(np.log2(max(horizon_s, 1.0))))
+        bucket = snap_dependence_horizon(horizon_s)
         if at is not None:
             series = [self.history_before(sid, at) for sid in series_ids]
             return co_movement(series, at, bucket, lookback_s=CPU_ANALOG.lookback_s)
