@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -67,13 +68,13 @@ class AnalogOptions:
     background: str = "all"  # blend target: "all" past starts, or "state" analogues (no age)
     clock_hazard: bool = False  # scale the chance of a fall by its rate at this hour of day
     clock_window_s: float = 3 * 3600.0  # width of the hour-of-day window for that rate
-    clock_prior: float = 200.0  # pseudo-starts at the all-day rate (shrinks a sparse hour)
+    clock_prior: float = 100.0  # pseudo-starts at the all-day rate (shrinks a sparse hour)
 
 
 DAY_S = 86400.0
 
 CPU_ANALOG = AnalogOptions(relative=True, epoch_band=0.1, background="state",
-                           unconditional_weight=0.5, clock_hazard=True, clock_prior=100.0)
+                           unconditional_weight=0.5, clock_hazard=True)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
@@ -84,21 +85,26 @@ def analog_values(
     """Run-average availability of the past starts whose preceding state is nearest now's
     (see :func:`_analogues`, which also says when each of them started)."""
     found = _analogues(timestamps, values, now, horizon_s, opts, conditional)
-    return None if found is None else found[0]
+    return None if found is None else found.outcomes
+
+
+class _Analogues(NamedTuple):
+    outcomes: FloatArray  # what each analogue delivered (shifted to the present, if relative)
+    starts: FloatArray  # when each of them started
+    level: float  # the present state they were matched to
 
 
 def _analogues(
     timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float | None,
     opts: AnalogOptions, conditional: bool,
-) -> tuple[FloatArray, FloatArray] | None:
+) -> _Analogues | None:
     """Run-average availability of the past starts whose preceding state is nearest now's.
 
     With ``opts.first_passage`` the effective availability of getting a run's work done
     (see :func:`_first_passage`), otherwise the plain mean over the window. Uses samples
     with ``now - lookback_s <= t < now`` only; windows are counted in samples
     (``horizon_s`` / median spacing). ``conditional=False`` gives every past start (the
-    unconditional distribution). Returns (outcomes, start times); None when the history is
-    too short.
+    unconditional distribution). None when the history is too short.
     """
     ts = np.asarray(timestamps, dtype=np.float64)
     xs = np.asarray(values, dtype=np.float64)
@@ -131,7 +137,7 @@ def _analogues(
         out = (csum[nearest + width] - csum[nearest]) / width
     if opts.relative and conditional:
         out = np.clip(out + (now_state - state[nearest - k0]), xs.min(), xs.max())
-    return out, ts[np.minimum(nearest, ts.size - 1)]
+    return _Analogues(out, ts[np.minimum(nearest, ts.size - 1)], now_state)
 
 
 def _clock_distance(t: FloatArray, now: float) -> FloatArray:
@@ -256,7 +262,7 @@ def analog_horizon(
     found = _analogues(timestamps, values, now, horizon_s, opts, True)
     if found is None:
         return None
-    sample = found[0]
+    sample = found.outcomes
     state_only = None
     if opts.epoch_band > 0 and (opts.background == "state" or opts.clock_hazard):
         state_only = _analogues(timestamps, values, now, horizon_s,
@@ -264,18 +270,16 @@ def analog_horizon(
     background = None
     if opts.unconditional_weight > 0:
         if opts.epoch_band > 0 and opts.background == "state":
-            background = None if state_only is None else state_only[0]
+            background = None if state_only is None else state_only.outcomes
         else:
             background = analog_values(timestamps, values, now, horizon_s, opts,
                                        conditional=False)
     if opts.clock_hazard:
-        level = float(np.asarray(values, dtype=np.float64)[
-            np.asarray(timestamps) < now][-opts.state_samples:].mean())
-        reference = found if state_only is None else state_only
-        factor = _clock_factor(*reference, level, now, opts)
-        sample = _reweight_falls(sample, level, factor)
+        ref = found if state_only is None else state_only
+        factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
+        sample = _reweight_falls(sample, ref.level, factor)
         if background is not None:
-            background = _reweight_falls(background, level, factor)
+            background = _reweight_falls(background, ref.level, factor)
     return kernel_distribution(sample, opts, background)
 
 
@@ -305,8 +309,8 @@ def _clock_factor(outcomes: FloatArray, starts: FloatArray, level: float, now: f
 
 
 def _reweight_falls(outcomes: FloatArray, level: float, factor: float) -> FloatArray:
-    """The outcomes with the falls' total weight scaled by ``factor`` (odds kept below 1),
-    as an equal-weight sample of the same size (systematic resampling: no randomness)."""
+    """The outcomes with the falls' odds scaled by ``factor``, as an equal-weight sample of
+    the same size (systematic resampling: no randomness)."""
     fell = _falls(outcomes, level)
     p = float(fell.mean()) if outcomes.size else 0.0
     if p <= 0.0 or p >= 1.0 or factor == 1.0:
