@@ -95,16 +95,24 @@ MAX_CELLS = 64000  # hosts x draws: larger problems use a prefix of the draws (c
 DROP_TRIES = 3
 
 
+def _capped_draws(problem: Problem, stream: int) -> tuple[FloatArray, FloatArray]:
+    """The problem's draws of a and b, cut to at most ``MAX_CELLS`` hosts x draws."""
+    a_s, b_s = problem.sample_ab(stream)
+    draws = max(200, min(a_s.shape[1], MAX_CELLS // max(a_s.shape[0], 1)))
+    return a_s[:, :draws], (b_s[:, :draws] if b_s.shape[1] > 1 else b_s)
+
+
+def _row_bounds(problem: Problem) -> tuple[FloatArray, FloatArray]:
+    return problem.lo, np.minimum(problem.hi, problem.total_rows)
+
+
 def minimise_expected(problem: Problem) -> IntArray:
     """Integer rows minimising the sample mean of the makespan (exactly, up to rounding)."""
-    a_s, b_s = problem.sample_ab(SEARCH_STREAM)
+    a_s, b_s = _capped_draws(problem, SEARCH_STREAM)
     n = a_s.shape[0]
-    draws = max(200, min(a_s.shape[1], MAX_CELLS // max(n, 1)))
-    a_s = a_s[:, :draws]
-    b_s = b_s[:, :draws] if b_s.shape[1] > 1 else b_s
     start = problem.balanced(*problem.shifted(0.0), "mean")
     best, best_m = start, _mean_makespan(a_s, b_s, start)
-    lo, hi = problem.lo, np.minimum(problem.hi, problem.total_rows)
+    lo, hi = _row_bounds(problem)
     tried: set[tuple[int, ...]] = set()
     dropped = np.zeros(n, dtype=bool)
     for _ in range(DROP_TRIES + 1):
@@ -140,11 +148,8 @@ def _validated(problem: Problem, start: IntArray, best: IntArray) -> IntArray:
     """
     if np.array_equal(start, best):
         return best
-    a_v, b_v = problem.sample_ab(VALIDATION_STREAM)
-    cells = max(200, min(a_v.shape[1], MAX_CELLS // max(a_v.shape[0], 1)))
-    a_v = a_v[:, :cells]
-    b_v = b_v[:, :cells] if b_v.shape[1] > 1 else b_v
-    lo, hi = problem.lo, np.minimum(problem.hi, problem.total_rows)
+    a_v, b_v = _capped_draws(problem, VALIDATION_STREAM)
+    lo, hi = _row_bounds(problem)
     base = _times(a_v, b_v, start).max(axis=0)
     out, out_m = start, float(base.mean())
     for lam in SHRINK[1:]:

@@ -179,8 +179,9 @@ def simulate_makespans(hosts: Sequence[StochasticHost], rows: Mapping[str, int],
                        dependence: FloatArray | None = None) -> FloatArray:
     """Makespan draws for given rows: Monte Carlo "actuals" when ``seed`` differs from the plan's.
 
-    Draw i of a host depends only on (seed, host position, i), so allocations evaluated with
-    the same seed are compared on common random numbers.
+    Draw i of a host depends only on (seed, host position, i) (with ``dependence``: on the
+    seed and the matrix too), so allocations evaluated with the same seed are compared on
+    common random numbers.
     """
     problem, arr = _fixed(hosts, rows, samples, seed, dependence)
     if not problem.hosts:

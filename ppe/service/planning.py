@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import scheduler
+from forecaster import snap_dependence_horizon
 from ppe import core
 from ppe.core.stochastic import Point, Stochastic
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
@@ -209,6 +210,7 @@ class StoreForecasts:
         self._bandwidth = _neighbours(idx.bandwidth)
         self._latency = _neighbours(idx.latency)
         self._memo: dict[tuple[int, float | None], tuple[Any, Stochastic, dict[str, Any]]] = {}
+        self._dependence: dict[tuple[tuple[str, ...], float | None], np.ndarray] = {}
         if at is None:
             cache.refresh(idx.series_ids())
 
@@ -220,8 +222,14 @@ class StoreForecasts:
         return {name: self._host(name, horizon) for name in self.names}
 
     def dependence(self, names: Sequence[str], horizon: float | None) -> np.ndarray:
-        """How the hosts' CPU availability moves together (a ``pipeline.DependenceFor``)."""
-        return self.cache.co_movement([self.idx.cpu[n] for n in names], horizon, self.at)
+        """How the hosts' CPU availability moves together (a ``pipeline.DependenceFor``);
+        once per horizon bucket for the request, so the horizon loop does not re-read the
+        store for every round of an ``at`` request."""
+        key = (tuple(names), snap_dependence_horizon(horizon))
+        if key not in self._dependence:
+            self._dependence[key] = self.cache.co_movement(
+                [self.idx.cpu[n] for n in names], key[1], self.at)
+        return self._dependence[key]
 
     def _forecast(
         self, sid: int, metric: str, horizon: float | None
