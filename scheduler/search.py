@@ -8,7 +8,11 @@ itself (HiGHS took 0.4-5 s for 8 hosts and 1000-4000 draws), the max is smoothed
 Newton method while ``tau`` shrinks to 5e-4 of the makespan: the same optimum (1e-5 relative on
 the replay's problems) in milliseconds. A host given no rows takes no time (its ``b`` drops out),
 which is not convex: hosts left with few rows are tried without, and the best on the draws is
-kept, as is the mean-balanced schedule if it were better.
+kept, as is the mean-balanced schedule if it were better. Last, the model's blind spot: it
+lets a host make up a stall later, but iterations synchronise, so a host kept on a partial
+share against a stall holds up every iteration while it stalls. :func:`_stall_aware` cuts such
+hosts to a share that keeps pace through the stall when a synchronised reading of the draws
+(:func:`_sync_makespan`) says the run is better for it.
 
 Quantiles of the makespan (``minimise(..., "quantile")``): starting from the
 best of several balanced solutions (mean, and mean + k std for a few k), a local search moves
@@ -132,7 +136,7 @@ def minimise_expected(problem: Problem) -> IntArray:
         if key in tried:
             break
         tried.add(key)
-    return _validated(problem, start, best)
+    return _stall_aware(problem, start, _validated(problem, start, best))
 
 
 SHRINK = (0.0, 0.25, 0.5, 0.75, 1.0)
@@ -158,6 +162,65 @@ def _validated(problem: Problem, start: IntArray, best: IntArray) -> IntArray:
         m = _times(a_v, b_v, cand).max(axis=0)
         if float(m.mean()) < out_m and Goal("mean", 0.5).better(m, base):
             out, out_m = cand, float(m.mean())
+    return out
+
+
+FALL = 2.0  # a draw at least this many times slower than the host's median is a stall
+HEDGE = 0.5  # a host cut below this share of its balanced rows is being hedged against one
+
+
+def _stall_aware(problem: Problem, start: IntArray, rows: IntArray) -> IntArray:
+    """``rows``, or the same schedule with its partly hedged hosts cut to a share that keeps
+    pace through a stall, whichever has the lower mean makespan under synchronisation
+    (:func:`_sync_makespan`, on held-out draws).
+
+    The solver's model lets a host make up a stall later: its time is its rows over what it
+    delivers across the run, so a host at risk gets rows in proportion to its risk. But
+    iterations synchronise: while a host stalls every iteration waits for it, whatever its
+    share, unless that share is small enough to keep pace even at the stall's depth. A
+    partial share then buys little and risks the whole run. The rows a hedged host gives up
+    go to the others in proportion to theirs. Replay: ppe/replay/README.md.
+    """
+    a_v, b_v = _capped_draws(problem, VALIDATION_STREAM)
+    med = np.median(a_v, axis=1)
+    keep = np.maximum(np.floor(start * med / a_v.max(axis=1)), problem.lo).astype(np.int64)
+    hedged = (rows > keep) & (rows < HEDGE * start)
+    rest = ~hedged & (rows > 0)
+    if not hedged.any() or not rest.any():
+        return rows
+    cut = np.where(hedged, keep, rows).astype(np.float64)
+    cut[rest] += (problem.total_rows - cut.sum()) * cut[rest] / cut[rest].sum()
+    _, hi = _row_bounds(problem)
+    if (cut > hi).any():
+        return rows
+    cut_rows = _round(cut, np.where(rest, problem.lo, cut), np.where(rest, hi, cut),
+                      problem.total_rows)
+    if int(cut_rows.sum()) != problem.total_rows:
+        return rows
+    before = _sync_makespan(a_v, b_v, rows, med).mean()
+    return cut_rows if _sync_makespan(a_v, b_v, cut_rows, med).mean() < before else rows
+
+
+def _sync_makespan(a_s: FloatArray, b_s: FloatArray, rows: IntArray,
+                   med: FloatArray) -> FloatArray:
+    """Makespan per draw when a stalling host holds back every iteration.
+
+    A draw at least ``FALL`` times slower than the host's median is read as a stall: in a
+    run of typical length ``m0`` it lasts ``m0 * (slowdown - 1)`` and delays the run by that
+    much, unless the host's share of an iteration is small enough to keep pace at the
+    deepest slowdown its draws show. Never less than the solver's own makespan.
+    """
+    times = _times(a_s, b_s, rows)
+    b_mean = b_s.mean(axis=1)
+    active = rows > 0
+    m0 = float(np.max(np.where(active, rows * med + b_mean, 0.0)))
+    if m0 <= 0:
+        return times.max(axis=0)
+    slow = a_s / med[:, None]
+    paced = rows * med / m0 <= med / a_s.max(axis=1)
+    stalls = (slow >= FALL) & (active & ~paced)[:, None]
+    delay = np.where(stalls, m0 * (slow - 1.0), 0.0).max(axis=0)
+    out: FloatArray = np.maximum(times.max(axis=0), m0 + delay)
     return out
 
 
