@@ -33,6 +33,11 @@ hours, others at night), so the share of falls among the analogues is scaled by 
 the present state fell when it started near the present hour of the day, shrunk toward the
 all-day share. A third matching rank for the hour did worse: it thinned the matches on state
 and epoch age.
+
+Fourth pass (``recency_s``): habits drift over days (a periodic job changes its period, an
+application goes quiet for a week), so the matched analogues are weighed by how recent they
+are (``exp(-age / 3 days)``); the state-only blend is not, and keeps the long memory of rare
+falls.
 """
 
 from __future__ import annotations
@@ -69,12 +74,13 @@ class AnalogOptions:
     clock_hazard: bool = False  # scale the chance of a fall by its rate at this hour of day
     clock_window_s: float = 3 * 3600.0  # width of the hour-of-day window for that rate
     clock_prior: float = 100.0  # pseudo-starts at the all-day rate (shrinks a sparse hour)
+    recency_s: float = 0.0  # >0: weigh the matched analogues by exp(-age / recency_s)
 
 
 DAY_S = 86400.0
 
 CPU_ANALOG = AnalogOptions(relative=True, epoch_band=0.1, background="state",
-                           unconditional_weight=0.5, clock_hazard=True)
+                           unconditional_weight=0.5, clock_hazard=True, recency_s=3 * DAY_S)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
@@ -262,7 +268,7 @@ def analog_horizon(
     found = _analogues(timestamps, values, now, horizon_s, opts, True)
     if found is None:
         return None
-    sample = found.outcomes
+    sample = found.outcomes if opts.recency_s <= 0 else _recent_first(found, now, opts.recency_s)
     state_only = None
     if opts.epoch_band > 0 and (opts.background == "state" or opts.clock_hazard):
         state_only = _analogues(timestamps, values, now, horizon_s,
@@ -310,16 +316,33 @@ def _clock_factor(outcomes: FloatArray, starts: FloatArray, level: float, now: f
 
 def _reweight_falls(outcomes: FloatArray, level: float, factor: float) -> FloatArray:
     """The outcomes with the falls' odds scaled by ``factor``, as an equal-weight sample of
-    the same size (systematic resampling: no randomness)."""
+    the same size."""
     fell = _falls(outcomes, level)
     p = float(fell.mean()) if outcomes.size else 0.0
     if p <= 0.0 or p >= 1.0 or factor == 1.0:
         return outcomes
     new_p = factor * p / (factor * p + (1.0 - p))
-    w = np.where(fell, new_p / p, (1.0 - new_p) / (1.0 - p)) / outcomes.size
-    order = np.argsort(outcomes, kind="stable")
-    cum = np.cumsum(w[order])
-    picks = (np.arange(outcomes.size) + 0.5) / outcomes.size
-    idx = np.minimum(np.searchsorted(cum, picks * cum[-1], side="left"), outcomes.size - 1)
-    out: FloatArray = outcomes[order][idx]
+    return _resample(outcomes, np.where(fell, new_p / p, (1.0 - new_p) / (1.0 - p)))
+
+
+def _recent_first(found: _Analogues, now: float, recency_s: float) -> FloatArray:
+    """The analogues' outcomes with recent starts weighing more (``exp(-age / recency_s)``).
+
+    A host's habits drift over days (a periodic job changes its period, an application
+    goes quiet for a week), so among starts that match the present state and epoch age,
+    the recent ones say more about what comes next. Only the matched analogues are
+    weighted: the state-only blend keeps the long memory of rare falls, which weighting it
+    too forgot (replay: a host that had not fallen for days was given a full share).
+    """
+    return _resample(found.outcomes, np.exp(-(now - found.starts) / recency_s))
+
+
+def _resample(values: FloatArray, weights: FloatArray) -> FloatArray:
+    """An equal-weight sample of the same size as ``values`` drawn with ``weights``
+    (systematic resampling of the sorted values: deterministic, no randomness)."""
+    order = np.argsort(values, kind="stable")
+    cum = np.cumsum(np.asarray(weights, dtype=np.float64)[order])
+    picks = (np.arange(values.size) + 0.5) / values.size
+    idx = np.minimum(np.searchsorted(cum, picks * cum[-1], side="left"), values.size - 1)
+    out: FloatArray = values[order][idx]
     return out

@@ -258,3 +258,28 @@ def test_the_chance_of_a_fall_follows_the_hour_of_the_day() -> None:
     assert fall(morning, clock) > 3 * fall(night, clock)
     assert fall(night, clock) < 0.8 * fall(night, plain)
     assert fall(morning, clock) > fall(morning, plain)
+
+
+def test_recent_habits_outweigh_old_ones() -> None:
+    """A periodic job that ran every 3 h for ten days and every 6 h since: idle for 90 min
+    now, the host had a fall within the hour ahead in the old rhythm, not in the new one.
+    Weighing recent analogues more follows the new rhythm."""
+    from dataclasses import replace
+
+    from forecaster.analog import analog_horizon
+
+    ts = np.arange(14 * 288) * 300.0
+    period = np.where(ts < 10 * 86400.0, 3 * 3600.0, 6 * 3600.0)
+    busy = np.mod(ts, period) < 3600.0
+    xs = np.where(busy, 0.01, 0.98) + np.random.default_rng(5).normal(0.0, 0.005, ts.size)
+    now = 13 * 86400.0 + 2.5 * 3600.0  # 90 min into an idle spell of the 6-hour rhythm
+    recent = replace(CPU_ANALOG, recency_s=3 * 86400.0)
+    plain = replace(CPU_ANALOG, recency_s=0.0)
+
+    def fall(opts: AnalogOptions) -> float:
+        dist = analog_horizon(ts[ts < now], xs[ts < now], now, 3600.0, opts)
+        assert dist is not None
+        return float(dist.cdf(np.array([0.45]))[0])
+
+    assert CPU_ANALOG.recency_s > 0
+    assert fall(recent) < 0.8 * fall(plain)
