@@ -36,8 +36,8 @@ and epoch age.
 
 Fourth pass (``recency_s``): habits drift over days (a periodic job changes its period, an
 application goes quiet for a week), so the matched analogues are weighed by how recent they
-are (``exp(-age / 3 days)``); the state-only blend is not, and keeps the long memory of rare
-falls.
+are (``exp(-age / recency_s)``); the state-only blend is not, and keeps the long memory of
+rare falls.
 """
 
 from __future__ import annotations
@@ -75,6 +75,10 @@ class AnalogOptions:
     clock_window_s: float = 3 * 3600.0  # width of the hour-of-day window for that rate
     clock_prior: float = 100.0  # pseudo-starts at the all-day rate (shrinks a sparse hour)
     recency_s: float = 0.0  # >0: weigh the matched analogues by exp(-age / recency_s)
+
+    def __post_init__(self) -> None:
+        if not self.recency_s >= 0:
+            raise ValueError(f"recency_s must be >= 0, got {self.recency_s!r}")
 
 
 DAY_S = 86400.0
@@ -268,7 +272,8 @@ def analog_horizon(
     found = _analogues(timestamps, values, now, horizon_s, opts, True)
     if found is None:
         return None
-    sample = found.outcomes if opts.recency_s <= 0 else _recent_first(found, now, opts.recency_s)
+    sample = found.outcomes
+    weights = _recency_weights(found.starts, now, opts.recency_s)
     state_only = None
     if opts.epoch_band > 0 and (opts.background == "state" or opts.clock_hazard):
         state_only = _analogues(timestamps, values, now, horizon_s,
@@ -283,10 +288,10 @@ def analog_horizon(
     if opts.clock_hazard:
         ref = found if state_only is None else state_only
         factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
-        sample = _reweight_falls(sample, ref.level, factor)
+        weights = _fall_weights(sample, ref.level, factor, weights)
         if background is not None:
-            background = _reweight_falls(background, ref.level, factor)
-    return kernel_distribution(sample, opts, background)
+            background = _resample(background, _fall_weights(background, ref.level, factor))
+    return kernel_distribution(_resample(sample, weights), opts, background)
 
 
 def _falls(outcomes: FloatArray, level: float) -> NDArray[np.bool_]:
@@ -314,27 +319,34 @@ def _clock_factor(outcomes: FloatArray, starts: FloatArray, level: float, now: f
     return rate / overall
 
 
-def _reweight_falls(outcomes: FloatArray, level: float, factor: float) -> FloatArray:
-    """The outcomes with the falls' odds scaled by ``factor``, as an equal-weight sample of
-    the same size."""
+def _fall_weights(outcomes: FloatArray, level: float, factor: float,
+                  weights: FloatArray | None = None) -> FloatArray:
+    """Weights (on top of ``weights``) that scale the odds of a fall among ``outcomes`` by
+    ``factor``."""
+    w = np.ones(outcomes.size) if weights is None else np.asarray(weights, dtype=np.float64)
     fell = _falls(outcomes, level)
-    p = float(fell.mean()) if outcomes.size else 0.0
+    p = float(w[fell].sum() / w.sum()) if outcomes.size else 0.0
     if p <= 0.0 or p >= 1.0 or factor == 1.0:
-        return outcomes
+        return w
     new_p = factor * p / (factor * p + (1.0 - p))
-    return _resample(outcomes, np.where(fell, new_p / p, (1.0 - new_p) / (1.0 - p)))
+    out: FloatArray = w * np.where(fell, new_p / p, (1.0 - new_p) / (1.0 - p))
+    return out
 
 
-def _recent_first(found: _Analogues, now: float, recency_s: float) -> FloatArray:
-    """The analogues' outcomes with recent starts weighing more (``exp(-age / recency_s)``).
+def _recency_weights(starts: FloatArray, now: float, recency_s: float) -> FloatArray:
+    """``exp(-age / recency_s)`` per analogue (all equal when ``recency_s`` is 0).
 
     A host's habits drift over days (a periodic job changes its period, an application
     goes quiet for a week), so among starts that match the present state and epoch age,
     the recent ones say more about what comes next. Only the matched analogues are
-    weighted: the state-only blend keeps the long memory of rare falls, which weighting it
-    too forgot (replay: a host that had not fallen for days was given a full share).
+    weighted: the state-only blend keeps the long memory of rare falls (weighting it too,
+    replay gave a host that had not fallen for days a full share, and it fell).
     """
-    return _resample(found.outcomes, np.exp(-(now - found.starts) / recency_s))
+    ages = now - np.asarray(starts, dtype=np.float64)
+    if recency_s <= 0 or ages.size == 0:
+        return np.ones(ages.size)
+    out: FloatArray = np.exp(-(ages - ages.min()) / recency_s)
+    return out
 
 
 def _resample(values: FloatArray, weights: FloatArray) -> FloatArray:

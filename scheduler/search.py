@@ -171,56 +171,71 @@ HEDGE = 0.5  # a host cut below this share of its balanced rows is being hedged 
 
 def _stall_aware(problem: Problem, start: IntArray, rows: IntArray) -> IntArray:
     """``rows``, or the same schedule with its partly hedged hosts cut to a share that keeps
-    pace through a stall, whichever has the lower mean makespan under synchronisation
-    (:func:`_sync_makespan`, on held-out draws).
+    pace through a stall, if the mean makespan under synchronisation (:func:`_sync_makespan`,
+    on held-out draws) is lower by more than its Monte Carlo noise.
 
     The solver's model lets a host make up a stall later: its time is its rows over what it
     delivers across the run, so a host at risk gets rows in proportion to its risk. But
     iterations synchronise: while a host stalls every iteration waits for it, whatever its
     share, unless that share is small enough to keep pace even at the stall's depth. A
     partial share then buys little and risks the whole run. The rows a hedged host gives up
-    go to the others in proportion to theirs. Replay: ppe/replay/README.md.
+    go to the others in proportion to theirs. A host's stall depth is its slowest held-out
+    draw (a quantile instead lost most of the gain: the analogue inputs' deepest draws are
+    the runs that stalled at the 1 % floor). Replay: ppe/replay/README.md, fourth pass.
     """
     a_v, b_v = _capped_draws(problem, VALIDATION_STREAM)
-    med = np.median(a_v, axis=1)
-    keep = np.maximum(np.floor(start * med / a_v.max(axis=1)), problem.lo).astype(np.int64)
-    hedged = (rows > keep) & (rows < HEDGE * start)
+    med, deep = np.median(a_v, axis=1), a_v.max(axis=1)  # deep: the slowest draw
+    m0 = _typical_length(rows, med, b_v)
+    if not m0 > 0:
+        return rows
+    keep = np.maximum(_pacing_rows(m0, deep), problem.lo)
+    hedged = (rows > keep) & (rows < HEDGE * start) & (deep >= FALL * med)
     rest = ~hedged & (rows > 0)
     if not hedged.any() or not rest.any():
         return rows
     cut = np.where(hedged, keep, rows).astype(np.float64)
     cut[rest] += (problem.total_rows - cut.sum()) * cut[rest] / cut[rest].sum()
     _, hi = _row_bounds(problem)
-    if (cut > hi).any():
-        return rows
     cut_rows = _round(cut, np.where(rest, problem.lo, cut), np.where(rest, hi, cut),
                       problem.total_rows)
     if int(cut_rows.sum()) != problem.total_rows:
         return rows
-    before = _sync_makespan(a_v, b_v, rows, med).mean()
-    return cut_rows if _sync_makespan(a_v, b_v, cut_rows, med).mean() < before else rows
+    before = _sync_makespan(a_v, b_v, rows, med, deep)
+    after = _sync_makespan(a_v, b_v, cut_rows, med, deep)
+    return cut_rows if Goal("mean", 0.5).better(after, before) else rows
 
 
-def _sync_makespan(a_s: FloatArray, b_s: FloatArray, rows: IntArray,
-                   med: FloatArray) -> FloatArray:
+def _typical_length(rows: IntArray, med: FloatArray, b_s: FloatArray) -> float:
+    """The run's length with every host at its median speed (its slowest host's time)."""
+    return float(np.max(np.where(rows > 0, rows * med + b_s.mean(axis=1), 0.0)))
+
+
+def _pacing_rows(length: float, deep: FloatArray) -> IntArray:
+    """The most rows a host can take and still finish every iteration in time at its deepest
+    stall, in a run of ``length``."""
+    out: IntArray = np.floor(length / deep).astype(np.int64)
+    return out
+
+
+def _sync_makespan(a_s: FloatArray, b_s: FloatArray, rows: IntArray, med: FloatArray,
+                   deep: FloatArray) -> FloatArray:
     """Makespan per draw when a stalling host holds back every iteration.
 
-    A draw at least ``FALL`` times slower than the host's median is read as a stall: in a
-    run of typical length ``m0`` it lasts ``m0 * (slowdown - 1)`` and delays the run by that
-    much, unless the host's share of an iteration is small enough to keep pace at the
-    deepest slowdown its draws show. Never less than the solver's own makespan.
+    A draw at least ``FALL`` times slower than the host's median is read as a stall at the
+    host's deepest slowdown, lasting ``m0 * (slowdown - 1)`` of a run of typical length
+    ``m0``. While it lasts, a host with more rows than keep pace (:func:`_pacing_rows`) holds
+    every iteration back: the run loses the share ``1 - pacing / rows`` of that time, nearly
+    all of it for any share well above pacing. Never less than the solver's own makespan.
     """
-    times = _times(a_s, b_s, rows)
-    b_mean = b_s.mean(axis=1)
-    active = rows > 0
-    m0 = float(np.max(np.where(active, rows * med + b_mean, 0.0)))
-    if m0 <= 0:
-        return times.max(axis=0)
+    times = _times(a_s, b_s, rows).max(axis=0)
+    m0 = _typical_length(rows, med, b_s)
+    if not m0 > 0:
+        return times
+    with np.errstate(divide="ignore", invalid="ignore"):
+        behind = np.where(rows > 0, np.clip(1.0 - _pacing_rows(m0, deep) / rows, 0.0, 1.0), 0.0)
     slow = a_s / med[:, None]
-    paced = rows * med / m0 <= med / a_s.max(axis=1)
-    stalls = (slow >= FALL) & (active & ~paced)[:, None]
-    delay = np.where(stalls, m0 * (slow - 1.0), 0.0).max(axis=0)
-    out: FloatArray = np.maximum(times.max(axis=0), m0 + delay)
+    delay = np.where(slow >= FALL, m0 * (slow - 1.0) * behind[:, None], 0.0).max(axis=0)
+    out: FloatArray = np.maximum(times, m0 + delay)
     return out
 
 

@@ -273,7 +273,7 @@ def test_recent_habits_outweigh_old_ones() -> None:
     busy = np.mod(ts, period) < 3600.0
     xs = np.where(busy, 0.01, 0.98) + np.random.default_rng(5).normal(0.0, 0.005, ts.size)
     now = 13 * 86400.0 + 2.5 * 3600.0  # 90 min into an idle spell of the 6-hour rhythm
-    recent = replace(CPU_ANALOG, recency_s=3 * 86400.0)
+    recent = CPU_ANALOG
     plain = replace(CPU_ANALOG, recency_s=0.0)
 
     def fall(opts: AnalogOptions) -> float:

@@ -92,3 +92,23 @@ def test_identical_quiet_hosts_stay_balanced() -> None:
     # The optimum on the draws shifts a row or two by noise only; held-out draws refuse that.
     hosts = [StochasticHost(f"h{i}", Normal(0.2, 0.01), Point(5.0)) for i in range(8)]
     assert set(schedule(hosts, 4000, "expected").rows.values()) == {500}
+
+
+def test_stall_aware_cut_keeps_bounds_and_unused_hosts() -> None:
+    """A risky host on a partial share is cut to a pacing share; the rows it gives up go to
+    the others within their bounds, and a host without rows stays without."""
+    from scheduler.search import _stall_aware
+
+    risky = Mixture((0.9, 0.07, 0.03), (1.0, 3.0, 30.0), (0.01, 0.1, 1.0))
+    hosts = [StochasticHost("risky", risky, Point(0.5), min_rows=3),
+             StochasticHost("full", Normal(1.0, 0.01), Point(0.5), max_rows=300)] + [
+        StochasticHost(f"h{i}", Normal(1.0, 0.01), Point(0.5)) for i in range(4)] + [
+        StochasticHost("unused", Normal(1.0, 0.01), Point(0.5))]
+    problem = Problem(tuple(hosts), 2000, samples=2000, seed=3)
+    start = problem.balanced(*problem.shifted(0.0), "mean")
+    rows = np.array([60, 300, 410, 410, 410, 410, 0])
+    out = _stall_aware(problem, start, rows)
+    assert out.sum() == 2000
+    assert 3 <= out[0] < 60  # cut, but not below its min_rows
+    assert out[1] <= 300 and out[6] == 0
+    assert (out[2:6] >= rows[2:6]).all()
