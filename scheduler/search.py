@@ -136,13 +136,15 @@ def minimise_expected(problem: Problem) -> IntArray:
         if key in tried:
             break
         tried.add(key)
-    return _stall_aware(problem, start, _validated(problem, start, best))
+    held_out = _capped_draws(problem, VALIDATION_STREAM)
+    return _stall_aware(problem, start, _validated(problem, start, best, held_out), held_out)
 
 
 SHRINK = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def _validated(problem: Problem, start: IntArray, best: IntArray) -> IntArray:
+def _validated(problem: Problem, start: IntArray, best: IntArray,
+               held_out: tuple[FloatArray, FloatArray]) -> IntArray:
     """The point on the segment mean-balanced -> optimum that does best on *fresh* draws.
 
     The optimum on the draws also fits their noise (on 8 identical low-variance hosts it moved
@@ -152,7 +154,7 @@ def _validated(problem: Problem, start: IntArray, best: IntArray) -> IntArray:
     """
     if np.array_equal(start, best):
         return best
-    a_v, b_v = _capped_draws(problem, VALIDATION_STREAM)
+    a_v, b_v = held_out
     lo, hi = _row_bounds(problem)
     base = _times(a_v, b_v, start).max(axis=0)
     out, out_m = start, float(base.mean())
@@ -169,10 +171,12 @@ FALL = 2.0  # a draw at least this many times slower than the host's median is a
 HEDGE = 0.5  # a host cut below this share of its balanced rows is being hedged against one
 
 
-def _stall_aware(problem: Problem, start: IntArray, rows: IntArray) -> IntArray:
+def _stall_aware(problem: Problem, start: IntArray, rows: IntArray,
+                 held_out: tuple[FloatArray, FloatArray] | None = None) -> IntArray:
     """``rows``, or the same schedule with its partly hedged hosts cut to a share that keeps
     pace through a stall, if the mean makespan under synchronisation (:func:`_sync_makespan`,
-    on held-out draws) is lower by more than its Monte Carlo noise.
+    on the held-out draws ``held_out``, drawn here if not given) is lower by more than its
+    Monte Carlo noise.
 
     The solver's model lets a host make up a stall later: its time is its rows over what it
     delivers across the run, so a host at risk gets rows in proportion to its risk. But
@@ -183,7 +187,7 @@ def _stall_aware(problem: Problem, start: IntArray, rows: IntArray) -> IntArray:
     draw (a quantile instead lost most of the gain: the analogue inputs' deepest draws are
     the runs that stalled at the 1 % floor). Replay: ppe/replay/README.md, fourth pass.
     """
-    a_v, b_v = _capped_draws(problem, VALIDATION_STREAM)
+    a_v, b_v = held_out or _capped_draws(problem, VALIDATION_STREAM)
     med, deep = np.median(a_v, axis=1), a_v.max(axis=1)  # deep: the slowest draw
     m0 = _typical_length(rows, med, b_v)
     if not m0 > 0:
