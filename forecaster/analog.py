@@ -351,9 +351,13 @@ def _recency_weights(starts: FloatArray, now: float, recency_s: float) -> FloatA
 
 def _resample(values: FloatArray, weights: FloatArray) -> FloatArray:
     """An equal-weight sample of the same size as ``values`` drawn with ``weights``
-    (systematic resampling of the sorted values: deterministic, no randomness)."""
+    (systematic resampling of the sorted values: deterministic, no randomness). Equal weights
+    give ``values`` back as they are: the bandwidth inputs, unweighted, skip the sort."""
+    w = np.asarray(weights, dtype=np.float64)
+    if w.size == 0 or np.all(w == w[0]):
+        return values
     order = np.argsort(values, kind="stable")
-    cum = np.cumsum(np.asarray(weights, dtype=np.float64)[order])
+    cum = np.cumsum(w[order])
     picks = (np.arange(values.size) + 0.5) / values.size
     idx = np.minimum(np.searchsorted(cum, picks * cum[-1], side="left"), values.size - 1)
     out: FloatArray = values[order][idx]
