@@ -17,7 +17,8 @@ measurements are).
 
 Public API: ``HostMeta``, ``HostForecasts``, ``PlanOptions``, ``plan``, ``PlanResult``,
 ``predict_allocation``, ``PredictResult``, ``settle_horizon``, ``host_inputs``,
-``total_rows``, ``HistoryForecasts``, ``SeriesHistory``, ``DependenceFor``.
+``total_rows``, ``HistoryForecasts``, ``SeriesHistory``, ``DependenceFor``, ``replan``,
+``Replan``.
 """
 
 from __future__ import annotations
@@ -197,6 +198,15 @@ class PlanOptions:
     max_rounds: int = 8
     tolerance: float = 0.05
     initial_horizon: float | None = None
+    #: the run re-plans this often (``scheduler.ReplanPolicy.every_s``): forecasts look that
+    #: far ahead only, in one round, instead of settling on the whole run's length
+    replan_every_s: float | None = None
+
+    def settle(self, step: Callable[[float | None], tuple[float, Any]]) -> Settled:
+        """The horizon loop these options ask for (one round when the run re-plans)."""
+        if self.replan_every_s is not None:
+            return settle_horizon(step, self.replan_every_s, self.tolerance, 1)
+        return settle_horizon(step, self.initial_horizon, self.tolerance, self.max_rounds)
 
 
 @dataclass(frozen=True)
@@ -434,15 +444,15 @@ def plan(
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
-        joint = dependence_for is not None and strategy in scheduler.MONTE_CARLO_STRATEGIES
-        dep = dependence_for([h.name for h in hosts], horizon) if joint else None
+        joint = strategy in scheduler.MONTE_CARLO_STRATEGIES
+        names = [h.name for h in hosts]
+        dep = dependence_for(names, horizon) if dependence_for is not None and joint else None
         chosen = _schedule(model, params, hosts, inputs, strategy, opts, dep)
         rows = {h.name: int(chosen.get(h.name, 0)) for h in hosts}
         pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)
         return run_length(pred.makespan), (forecasts, rows, pred, per_host)
 
-    res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
-    return _settled(PlanResult, hosts, res, strategy=strategy)
+    return _settled(PlanResult, hosts, opts.settle(step), strategy=strategy)
 
 
 def predict_allocation(
@@ -467,8 +477,46 @@ def predict_allocation(
         pred, per_host = _predict(model, params, hosts, forecasts, clean, opts)
         return run_length(pred.makespan), (forecasts, clean, pred, per_host)
 
-    res = settle_horizon(step, opts.initial_horizon, opts.tolerance, opts.max_rounds)
-    return _settled(PredictResult, hosts, res)
+    return _settled(PredictResult, hosts, opts.settle(step))
+
+
+@dataclass(frozen=True)
+class Replan:
+    """A running application's new schedule, its current one re-predicted from the same
+    forecasts, the time to move strips, and whether moving pays (``policy.worth_moving``)."""
+
+    plan: PlanResult
+    keep: PredictResult
+    migration_s: float
+    move: bool
+
+
+def replan(
+    app: Any,
+    params: Mapping[str, Any],
+    hosts: Sequence[HostMeta],
+    forecasts_for: ForecastsFor,
+    strategy: str,
+    current: Mapping[str, int],
+    policy: scheduler.ReplanPolicy,
+    options: PlanOptions | None = None,
+    dependence_for: DependenceFor | None = None,
+    row_bytes: float = 8.0,
+    bandwidth: float = 1.25e7,
+    latency: float = 0.0,
+) -> Replan:
+    """Schedule the rest of a running application (``params`` give the iterations left)
+    and compare with keeping ``current``; both forecast ``policy.every_s`` ahead, as the
+    run will check again by then. ``row_bytes``/``bandwidth``/``latency`` price the move
+    (``scheduler.migration_seconds``)."""
+    opts = replace(options or PlanOptions(), replan_every_s=policy.every_s)
+    new = plan(app, params, hosts, forecasts_for, strategy, opts, dependence_for)
+    keep = predict_allocation(app, params, hosts, forecasts_for, current, opts)
+    migration = scheduler.migration_seconds(
+        keep.allocation(), new.allocation(), row_bytes, bandwidth, latency
+    )
+    move = policy.worth_moving(float(keep.makespan.mean()), float(new.makespan.mean()), migration)
+    return Replan(new, keep, migration, move)
 
 
 def _settled(cls: type[R], hosts: Sequence[HostMeta], res: Settled, **extra: Any) -> R:

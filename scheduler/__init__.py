@@ -8,6 +8,7 @@ from scheduler.balance import Allocation, LinearHost, balance
 from scheduler.errors import Infeasible
 from scheduler.laws import Stochastic
 from scheduler.problem import StochasticHost
+from scheduler.replan import ReplanPolicy, migration_seconds
 from scheduler.selection import select_resources
 from scheduler.stats import TimeStats
 from scheduler.strategies import (
@@ -26,11 +27,13 @@ __all__ = [
     "Allocation",
     "Infeasible",
     "LinearHost",
+    "ReplanPolicy",
     "Schedule",
     "Stochastic",
     "StochasticHost",
     "TimeStats",
     "balance",
+    "migration_seconds",
     "predict_times",
     "schedule",
     "schedule_rows",

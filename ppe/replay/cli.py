@@ -25,6 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--starts", type=int, default=d.starts, help="start times (one host set each)")
     p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
                    help="comma-separated strategies")
+    p.add_argument("--replan", default=",".join(d.replan),
+                   help="strategies also run as an application that re-plans when behind "
+                   "(reported as <strategy>+replan; '' for none)")
+    p.add_argument("--replan-every", type=float, default=d.replan_every_s,
+                   help="seconds between a re-planning run's progress checks")
+    p.add_argument("--replan-lag", type=float, default=d.replan_lag,
+                   help="re-plan when slower than this times the predicted pace")
     p.add_argument("--bandwidth", type=float, default=d.bandwidth, help="link bandwidth, bytes/s")
     p.add_argument("--bandwidth-from-trace", action="store_true",
                    help="link bandwidth = --bandwidth minus the host's recorded traffic")
@@ -63,6 +70,9 @@ def config_from_args(args: argparse.Namespace) -> ReplayConfig:
         hosts=args.hosts,
         starts=args.starts,
         strategies=tuple(s.strip() for s in args.strategies.split(",") if s.strip()),
+        replan=tuple(s.strip() for s in args.replan.split(",") if s.strip()),
+        replan_every_s=args.replan_every,
+        replan_lag=args.replan_lag,
         bandwidth=args.bandwidth,
         bandwidth_from_trace=args.bandwidth_from_trace,
         latency=args.latency,

@@ -62,6 +62,11 @@ from ppe.replay.traces import AVAILABILITY_FLOOR, Trace, read_traces
 
 ProgressFn = Callable[[int, int], None]
 
+
+def replanned(strategy: str) -> str:
+    """Report name of a strategy run with re-planning."""
+    return f"{strategy}+replan"
+
 #: Every strategy the scheduler offers (baselines first).
 DEFAULT_STRATEGIES: tuple[str, ...] = tuple(scheduler.STRATEGIES)
 
@@ -109,6 +114,10 @@ class ReplayConfig:
     include_runs: bool = True
     inputs: str = "analog"
     start_method: str | None = None
+    replan: tuple[str, ...] = ("expected",)
+    replan_every_s: float = 300.0
+    replan_lag: float = 1.2
+    replan_gain: float = 0.05
 
     def __post_init__(self) -> None:
         if self.hosts < 1:
@@ -129,18 +138,28 @@ class ReplayConfig:
             raise ValueError("inputs must be 'analog' or 'forecaster'")
         if self.app not in ("sor", "jacobi2d"):
             raise ValueError("app must be 'sor' or 'jacobi2d'")
-        unknown = sorted(set(self.strategies) - set(scheduler.STRATEGIES))
+        unknown = sorted((set(self.strategies) | set(self.replan)) - set(scheduler.STRATEGIES))
         if unknown:
             raise ValueError(
                 f"unknown strategies {unknown}; choose from {', '.join(scheduler.STRATEGIES)}"
             )
         if self.benchmark <= 0 or self.bandwidth <= 0 or self.latency < 0:
             raise ValueError("benchmark and bandwidth must be > 0, latency >= 0")
+        self.policy()  # clear errors for bad re-planning settings
+
+    def policy(self) -> scheduler.ReplanPolicy:
+        """How the ``replan`` strategies' runs check their progress and re-plan."""
+        return scheduler.ReplanPolicy(self.replan_every_s, self.replan_lag, self.replan_gain)
+
+    def reported(self) -> tuple[str, ...]:
+        """Every strategy in the report: the static ones, then the re-planning runs."""
+        return (*self.strategies, *(replanned(s) for s in self.replan))
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
         d["traces"] = list(self.traces)
         d["strategies"] = list(self.strategies)
+        d["replan"] = list(self.replan)
         return d
 
     @classmethod
@@ -151,7 +170,7 @@ class ReplayConfig:
         if unknown:
             raise ValueError(f"unknown replay settings: {unknown}")
         d = dict(data)
-        for key in ("traces", "strategies"):
+        for key in ("traces", "strategies", "replan"):
             if key in d and isinstance(d[key], str):
                 d[key] = tuple(s for s in d[key].split(",") if s)
             elif key in d:
@@ -296,6 +315,8 @@ class StrategyOutcome:
     horizon_s: float | None = None
     rounds: int = 0
     error: str | None = None
+    #: re-planning runs only: each time the run asked again (``ppe.replay.adaptive``)
+    replans: list[dict[str, Any]] = field(default_factory=list)
 
 
 @dataclass
@@ -322,29 +343,103 @@ def _init_worker(hosts: Sequence[HostData], config: ReplayConfig) -> None:
     _CTX["config"] = config
 
 
-def _plan_chunk(cases: Sequence[Case]) -> list[CasePlan]:
+def _work_chunk(kind: str, items: Sequence[Any]) -> list[Any]:
+    """Plan cases (``kind="plan"``) or re-plan running applications (``"replan"``)."""
     from ppe.replay import planning
 
-    return [planning.plan_case(c, _CTX["hosts"], _CTX["config"]) for c in cases]
+    fn = planning.plan_case if kind == "plan" else planning.replan_case
+    return [fn(item, _CTX["hosts"], _CTX["config"]) for item in items]
 
 
-def _plan_chunk_from_paths(
-    cases: Sequence[Case], paths: Sequence[str], config: ReplayConfig
-) -> list[CasePlan]:
-    """Dask task: read the traces (cached per worker process) and plan a chunk."""
+def _chunk_from_paths(
+    kind: str, items: Sequence[Any], paths: Sequence[str], config: ReplayConfig
+) -> list[Any]:
+    """Dask task: read the traces (cached per worker process) and work through a chunk."""
     key = ("paths", tuple(paths), config)
     if _CTX.get("key") != key:
         _init_worker(prepare_hosts(read_traces(paths), config), config)
         _CTX["key"] = key
-    return _plan_chunk(cases)
-
-
-def _chunks(items: Sequence[Case], size: int) -> list[list[Case]]:
-    return [list(items[i : i + size]) for i in range(0, len(items), size)]
+    return _work_chunk(kind, items)
 
 
 def worker_count(config: ReplayConfig) -> int:
     return config.workers if config.workers > 0 else (os.cpu_count() or 1)
+
+
+class Workers:
+    """Where planning runs: in this process, a process pool or a Dask cluster.
+
+    Kept open for the whole experiment, since re-planning runs ask for schedules in rounds
+    as their simulations reach each progress check.
+    """
+
+    def __init__(self, hosts: Sequence[HostData], config: ReplayConfig) -> None:
+        self.hosts, self.config = hosts, config
+        self.count = worker_count(config)
+        self._pool: ProcessPoolExecutor | None = None
+        self._client: Any = None
+        self._paths: list[str] = []
+
+    def __enter__(self) -> Workers:
+        cfg = self.config
+        if cfg.executor == "dask":
+            try:
+                from dask.distributed import Client
+            except ImportError as exc:  # optional dependency
+                raise RuntimeError(
+                    "--executor dask needs `pip install 'dask[distributed]'`"
+                ) from exc
+            from ppe.replay.traces import expand_paths
+
+            self._paths = [str(p.resolve()) for p in expand_paths(cfg.traces)]
+            self._client = Client(cfg.scheduler_address)
+        elif cfg.executor == "process" and self.count > 1:
+            ctx = multiprocessing.get_context(_start_method(cfg))
+            self._pool = ProcessPoolExecutor(
+                self.count, mp_context=ctx, initializer=_init_worker, initargs=(self.hosts, cfg)
+            )
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown()
+        if self._client is not None:
+            self._client.close()
+
+    def map(self, kind: str, items: Sequence[Any], progress: ProgressFn | None = None) -> list[Any]:
+        """``planning.plan_case`` or ``planning.replan_case`` over ``items``, in their order;
+        ``progress(done, total)`` after each chunk."""
+        size = max(1, min(8, math.ceil(len(items) / (4 * self.count))))
+        chunks = [list(items[i : i + size]) for i in range(0, len(items), size)]
+        parts: list[list[Any]] = [[] for _ in chunks]
+        done = 0
+        for pos, part in self._run(kind, chunks):
+            parts[pos] = part
+            done += len(part)
+            if progress:
+                progress(done, len(items))
+        return [x for part in parts for x in part]
+
+    def _run(self, kind: str, chunks: list[list[Any]]) -> Iterable[tuple[int, list[Any]]]:
+        if self._client is not None:
+            from dask.distributed import as_completed
+
+            futures = {
+                self._client.submit(_chunk_from_paths, kind, ch, self._paths, self.config,
+                                    pure=False): pos
+                for pos, ch in enumerate(chunks)
+            }
+            for fut in as_completed(futures):
+                yield futures[fut], fut.result()
+        elif self._pool is not None:
+            yield from enumerate(self._pool.map(_work_chunk, [kind] * len(chunks), chunks))
+        else:
+            from ppe.replay import planning  # noqa: F401  (load sklearn before limiting threads)
+
+            with threadpool_limits(1):
+                _CTX["hosts"], _CTX["config"] = self.hosts, self.config
+                for pos, ch in enumerate(chunks):
+                    yield pos, _work_chunk(kind, ch)
 
 
 def plan_all(
@@ -354,37 +449,8 @@ def plan_all(
     progress: ProgressFn | None = None,
 ) -> list[CasePlan]:
     """Plan every case with every strategy, in parallel; ordered by case index."""
-    workers = worker_count(config)
-    size = max(1, min(8, math.ceil(len(cases) / (4 * workers))))
-    chunks = _chunks(cases, size)
-    done = 0
-    results: list[CasePlan] = []
-
-    def tick(part: list[CasePlan]) -> None:
-        nonlocal done
-        results.extend(part)
-        done += len(part)
-        if progress:
-            progress(done, len(cases))
-
-    if config.executor == "serial" or workers == 1:
-        from ppe.replay import planning  # noqa: F401  (load sklearn before limiting threads)
-
-        with threadpool_limits(1):
-            _CTX["hosts"], _CTX["config"] = hosts, config
-            for ch in chunks:
-                tick(_plan_chunk(ch))
-    elif config.executor == "dask":
-        for part in _dask_map(chunks, config):
-            tick(part)
-    else:
-        ctx = multiprocessing.get_context(_start_method(config))
-        with ProcessPoolExecutor(
-            workers, mp_context=ctx, initializer=_init_worker, initargs=(hosts, config)
-        ) as ex:
-            for part in ex.map(_plan_chunk, chunks):
-                tick(part)
-    return sorted(results, key=lambda p: p.index)
+    with Workers(hosts, config) as workers:
+        return list(workers.map("plan", cases, progress))
 
 
 def _start_method(config: ReplayConfig) -> str | None:
@@ -397,21 +463,6 @@ def _start_method(config: ReplayConfig) -> str | None:
     if threading.active_count() > 1 and "forkserver" in methods:
         return "forkserver"
     return None
-
-
-def _dask_map(chunks: list[list[Case]], config: ReplayConfig) -> Iterable[list[CasePlan]]:
-    try:
-        from dask.distributed import Client, as_completed
-    except ImportError as exc:  # optional dependency
-        raise RuntimeError("--executor dask needs `pip install 'dask[distributed]'`") from exc
-    from ppe.replay.traces import expand_paths
-
-    paths = [str(p.resolve()) for p in expand_paths(config.traces)]
-    with Client(config.scheduler_address) as client:
-        futures = [client.submit(_plan_chunk_from_paths, ch, paths, config, pure=False)
-                   for ch in chunks]
-        for fut in as_completed(futures):
-            yield fut.result()
 
 
 # --------------------------------------------------------------------------- run
@@ -443,17 +494,23 @@ def run_experiment(
     traces: Sequence[Trace], config: ReplayConfig, progress: ProgressFn | None = None
 ) -> dict[str, Any]:
     """Replay ``traces`` as ``config`` says; returns the JSON report (see ``report``)."""
+    from ppe.replay.adaptive import run_adaptive
     from ppe.replay.oracle import oracle
     from ppe.replay.report import build_report
 
     t0 = time.perf_counter()
     hosts = prepare_hosts(traces, config)
     cases = draw_cases(hosts, config)
-    plans = plan_all(cases, hosts, config, progress)
-    t_plan = time.perf_counter() - t0
     bank, net_bank = make_banks(hosts)
     sim_cfg = config.sim_config()
     actual: dict[str, np.ndarray] = {}
+    with Workers(hosts, config) as workers:
+        plans: list[CasePlan] = workers.map("plan", cases, progress)
+        t_plan = time.perf_counter() - t0
+        for s in config.replan:
+            actual[replanned(s)] = run_adaptive(
+                cases, hosts, plans, s, config, (bank, net_bank), workers.map
+            )
     for s in config.strategies:
         rows = [_rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
         specs = run_specs(cases, hosts, rows, net_bank is not None)
@@ -468,7 +525,8 @@ def run_experiment(
         "plan_s": t_plan,
         "total_s": time.perf_counter() - t0,
         "workers": worker_count(config),
-        "schedules": len(cases) * len(config.strategies),
+        "schedules": len(cases) * len(config.reported()),
+        "replans": sum(len(p.outcomes[replanned(s)].replans) for p in plans for s in config.replan),
     }
     return build_report(config, cases, hosts, plans, actual, orc, timing)
 

@@ -8,16 +8,26 @@ turn them into schedules and predictions.
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ppe.pipeline import HistoryForecasts, HostMeta, PlanOptions, SeriesHistory, plan
+from ppe.pipeline import (
+    HistoryForecasts,
+    HostMeta,
+    PlanOptions,
+    PlanResult,
+    SeriesHistory,
+    plan,
+    replan,
+)
 
 if TYPE_CHECKING:
-    from ppe.replay.experiment import Case, CasePlan, HostData, ReplayConfig
+    from ppe.replay.experiment import Case, CasePlan, HostData, ReplayConfig, StrategyOutcome
 
 
 def history_before(
@@ -53,32 +63,103 @@ def case_forecasts(case: Case, hosts: Sequence[HostData], config: ReplayConfig) 
 
 
 def plan_case(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> CasePlan:
-    """Every strategy's plan for one case; a failing strategy is recorded, not raised."""
-    from ppe.replay.experiment import CasePlan, StrategyOutcome
+    """Every strategy's plan for one case, and the first plan of each re-planning run
+    (forecasts ``replan_every_s`` ahead); a failing strategy is recorded, not raised."""
+    from ppe.replay.experiment import CasePlan, replanned
 
     t0 = time.perf_counter()
-    metas = [HostMeta(hosts[i].name, hosts[i].benchmark) for i in case.hosts]
+    metas = case_hosts(case, hosts)
     fc = case_forecasts(case, hosts, config)
     result = CasePlan(index=case.index)
     result.multimode = {m.name: fc.mode(m.name)[0] for m in metas}
-    opts = PlanOptions(
+    opts = plan_options(case, config)
+    ahead = replace(opts, replan_every_s=config.replan_every_s)
+    for name, strategy, options in [
+        *((s, s, opts) for s in config.strategies),
+        *((replanned(s), s, ahead) for s in config.replan),
+    ]:
+        try:
+            res = plan(config.app, _params(config, config.iterations), metas, fc, strategy,
+                       options, dependence_for=fc.dependence)
+        except Exception as exc:  # noqa: BLE001 - a strategy failing is a result to report
+            result.outcomes[name] = _failed(exc, len(metas))
+        else:
+            result.outcomes[name] = _recorded(res, config)
+    result.seconds = time.perf_counter() - t0
+    return result
+
+
+@dataclass(frozen=True)
+class ReplanJob:
+    """A re-planning run that fell behind: its case (hosts, seed), when it asks again, the
+    iterations it has left and the rows it runs with."""
+
+    case: Case
+    at: float
+    left: int
+    rows: tuple[int, ...]
+    strategy: str
+
+
+@dataclass(frozen=True)
+class ReplanOutcome:
+    """The new plan for the rest of the run, keeping the current rows predicted alike, and
+    the verdict (``ppe.pipeline.replan``)."""
+
+    plan: StrategyOutcome
+    keep_mean: float = math.nan
+    migration_s: float = 0.0
+    move: bool = False
+
+
+def replan_case(job: ReplanJob, hosts: Sequence[HostData], config: ReplayConfig) -> ReplanOutcome:
+    """``ppe.pipeline.replan`` from the history strictly before ``job.at``."""
+    case = replace(job.case, start=job.at)
+    metas = case_hosts(case, hosts)
+    fc = case_forecasts(case, hosts, config)
+    try:
+        r = replan(
+            config.app, _params(config, job.left), metas, fc, job.strategy,
+            {m.name: rows for m, rows in zip(metas, job.rows, strict=True)}, config.policy(),
+            plan_options(case, config), fc.dependence,
+            row_bytes=config.sim_config().message_bytes(), bandwidth=config.bandwidth,
+            latency=config.latency,
+        )
+    except Exception as exc:  # noqa: BLE001 - a failed re-plan keeps the run going as it is
+        return ReplanOutcome(_failed(exc, len(metas)))
+    return ReplanOutcome(
+        _recorded(r.plan, config), float(r.keep.makespan.mean()), r.migration_s, r.move
+    )
+
+
+def case_hosts(case: Case, hosts: Sequence[HostData]) -> list[HostMeta]:
+    return [HostMeta(hosts[i].name, hosts[i].benchmark) for i in case.hosts]
+
+
+def plan_options(case: Case, config: ReplayConfig) -> PlanOptions:
+    return PlanOptions(
         confidence=config.confidence, k=config.k, quantile=config.quantile,
         schedule_samples=config.schedule_samples, predict_samples=config.predict_samples,
         seed=case.seed,
     )
-    params = {"n": config.n, "iterations": config.iterations}
-    for s in config.strategies:
-        try:
-            res = plan(config.app, params, metas, fc, s, opts, dependence_for=fc.dependence)
-        except Exception as exc:  # noqa: BLE001 - a strategy failing is a result to report
-            result.outcomes[s] = StrategyOutcome(
-                rows=[0] * len(metas), error=f"{type(exc).__name__}: {exc}"
-            )
-            continue
-        lo, hi = res.makespan.interval(config.confidence)
-        result.outcomes[s] = StrategyOutcome(
-            rows=res.allocation(), mean=float(res.makespan.mean()), std=float(res.makespan.std()),
-            lo=float(lo), hi=float(hi), horizon_s=res.horizon_s, rounds=res.rounds,
-        )
-    result.seconds = time.perf_counter() - t0
-    return result
+
+
+def _params(config: ReplayConfig, iterations: int) -> dict[str, int]:
+    return {"n": config.n, "iterations": iterations}
+
+
+def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
+    """A plan as replay records it."""
+    from ppe.replay.experiment import StrategyOutcome
+
+    lo, hi = res.makespan.interval(config.confidence)
+    return StrategyOutcome(
+        rows=res.allocation(), mean=float(res.makespan.mean()), std=float(res.makespan.std()),
+        lo=float(lo), hi=float(hi), horizon_s=res.horizon_s, rounds=res.rounds,
+    )
+
+
+def _failed(exc: Exception, hosts: int) -> StrategyOutcome:
+    from ppe.replay.experiment import StrategyOutcome
+
+    return StrategyOutcome(rows=[0] * hosts, error=f"{type(exc).__name__}: {exc}")

@@ -96,7 +96,7 @@ def build_report(
     bal = orc if oracle.balance_makespan is None else np.asarray(oracle.balance_makespan)
     groups = {"all": np.ones(len(cases), dtype=bool), "single": ~multi, "multi": multi}
     table: dict[str, dict[str, dict[str, Any]]] = {g: {} for g in groups}
-    for s in config.strategies:
+    for s in config.reported():
         outs = [p.outcomes[s] for p in plans]
         arr = {
             k: np.array([getattr(o, k) for o in outs], dtype=float) for k in ("mean", "lo", "hi")
@@ -149,7 +149,7 @@ def _runs(
     runs = []
     for i, (c, p) in enumerate(zip(cases, plans, strict=True)):
         names = [hosts[h].name for h in c.hosts]
-        for s in config.strategies:
+        for s in config.reported():
             o = p.outcomes[s]
             runs.append(
                 {
@@ -170,6 +170,7 @@ def _runs(
                     "horizon_s": _num(o.horizon_s),
                     "rounds": o.rounds,
                     "error": o.error,
+                    **({"replans": o.replans} if s not in config.strategies else {}),
                 }
             )
     return runs

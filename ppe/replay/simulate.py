@@ -150,6 +150,8 @@ class RunSpec:
     benchmark: Sequence[float]
     start: float
     net: Sequence[int] | None = None
+    #: iterations left to run (``SimConfig.iterations`` when None): a run resumed mid-way
+    iterations: int | None = None
 
 
 @dataclass(frozen=True)
@@ -185,6 +187,8 @@ class SimResult:
     critical: FloatArray | None = None
     steps: int = 0
     per_run_hosts: list[int] = field(default_factory=list)
+    #: iterations each run completed (all of them unless ``simulate(until=...)`` stopped it)
+    done: IntArray | None = None
 
 
 def simulate(
@@ -192,8 +196,14 @@ def simulate(
     runs: Sequence[RunSpec],
     config: SimConfig,
     net_bank: RateBank | None = None,
+    until: ArrayLike | None = None,
 ) -> SimResult:
-    """Execute every run against the recorded rates; vectorised over runs and hosts."""
+    """Execute every run against the recorded rates; vectorised over runs and hosts.
+
+    ``until`` (a time per run) stops each run at the first iteration boundary at or after
+    it, as an application that checks its progress between iterations would; ``done``
+    then says how many iterations each run completed and ``makespan`` how long that took.
+    """
     phases = app_phases(config.app)
     if not runs:
         empty = np.zeros(0)
@@ -203,14 +213,20 @@ def simulate(
     R = len(runs)
     t = np.array([float(r.start) for r in runs])
     start = t.copy()
-    left = np.full(R, int(config.iterations), dtype=np.int64)
+    total = np.array([config.iterations if r.iterations is None else r.iterations for r in runs],
+                     dtype=np.int64)
+    if np.any(total < 0):
+        raise ValueError("iterations must be non-negative")
+    left = total.copy()
+    stop = np.full(R, np.inf) if until is None else np.broadcast_to(
+        np.asarray(until, dtype=float), (R,)).copy()
     busy = np.zeros_like(work)
     critical = np.zeros_like(work)
     msg = config.message_bytes()
     const_comm = nmsg * (config.latency + msg / config.bandwidth)
     steps = 0
     while True:
-        live = np.flatnonzero(left > 0)
+        live = np.flatnonzero((left > 0) & (t < stop))
         if live.size == 0:
             break
         steps += 1
@@ -230,13 +246,15 @@ def simulate(
         per_iter = host_iter.max(axis=1)
         room = horizon - t[live]
         m = np.floor(np.where(per_iter > 0, room / np.where(per_iter > 0, per_iter, 1.0), 0.0))
-        m = np.clip(m, 0, left[live]).astype(np.int64)
+        m = np.clip(m, 0, left[live])
+        past = stop[live] - t[live]  # iterations that reach the stop time, rounded up
+        m = np.minimum(m, np.ceil(past / np.where(per_iter > 0, per_iter, 1.0))).astype(np.int64)
         t[live] += m * per_iter
         left[live] -= m
         busy[live] += m[:, None] * comp
         critical[live, host_iter.argmax(axis=1)] += m * per_iter
         # 2. one exact iteration for runs that still have work
-        live = live[left[live] > 0]
+        live = live[(left[live] > 0) & (t[live] < stop[live])]
         if live.size == 0:
             continue
         before = t[live]
@@ -254,6 +272,7 @@ def simulate(
         critical=critical,
         steps=steps,
         per_run_hosts=[len(r.hosts) for r in runs],
+        done=total - left,
     )
 
 

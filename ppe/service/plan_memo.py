@@ -31,6 +31,8 @@ class Answer:
     result: PlanResult
     allocation: list[dict[str, Any]]
     makespan: dict[str, Any]
+    #: for a running application (``current`` rows): move or keep, migration, keep's makespan
+    replan: dict[str, Any] | None = None
 
 
 class PlanMemo:

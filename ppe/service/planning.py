@@ -156,6 +156,26 @@ def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostM
     return out
 
 
+def current_rows(current: Sequence[Any], metas: Sequence[HostMeta], total: int) -> dict[str, int]:
+    """A running application's rows (items with ``host`` and ``rows``), checked against the
+    request: the same hosts, each once, and every row of the grid placed."""
+    rows: dict[str, int] = {}
+    for item in current:
+        if item.host in rows:
+            raise PlanningError(422, f"host {item.host!r} is listed twice", "current")
+        rows[item.host] = int(item.rows)
+    names = {m.name for m in metas}
+    if set(rows) != names:
+        missing, extra = sorted(names - set(rows)), sorted(set(rows) - names)
+        raise PlanningError(
+            422, f"current must give rows for exactly the request's hosts (missing {missing}, "
+            f"not in hosts {extra})", "current")
+    if sum(rows.values()) != total:
+        raise PlanningError(
+            422, f"current places {sum(rows.values())} rows; the grid has {total}", "current")
+    return rows
+
+
 def _finite(v: float) -> float | None:
     return v if math.isfinite(v) else None
 

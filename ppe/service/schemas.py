@@ -91,6 +91,12 @@ class HostIn(BaseModel):
     max_rows: Annotated[int, Field(ge=0)] | None = None
 
 
+class RowsIn(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+    host: Name
+    rows: Annotated[int, Field(ge=0)]
+
+
 class ScheduleRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
     app: str = Field("sor", description="sor, jacobi2d or a registered model's name")
@@ -106,6 +112,12 @@ class ScheduleRequest(BaseModel):
     at: Annotated[float, Field(ge=0)] | None = None
     select: bool = Field(False, description="choose the subset and chain order (AppLeS)")
     params: dict[str, float] = Field(default_factory=dict, description="extra model parameters")
+    replan_every_s: Positive | None = Field(
+        None, description="the run checks its progress this often and asks again when behind: "
+        "forecast that far ahead only (scheduler.ReplanPolicy)")
+    current: Annotated[list[RowsIn], Field(min_length=1, max_length=1024)] | None = Field(
+        None, description="a running application's rows per host (iterations = those left): "
+        "the answer says whether moving to the new schedule pays")
 
 
 class AllocationIn(BaseModel):

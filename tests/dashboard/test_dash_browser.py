@@ -35,7 +35,7 @@ BENCHMARK = {"vm65": 2.0e-8, "vm413": 3.0e-8}  # dedicated s per element update
 # A small replay job, run by the server while the browser visits the other pages.
 REPLAY = {"traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "242.csv.gz"], "hosts": 3,
           "starts": 6, "n": 2000, "iterations": 100, "executor": "serial",
-          "strategies": ["block", "mean", "conservative"]}
+          "strategies": ["block", "mean", "conservative"], "replan": ["mean"]}
 
 pytestmark = [
     pytest.mark.browser,
@@ -199,7 +199,7 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
             expect(job.locator(".badge")).to_have_text("done", timeout=90_000)
             page.screenshot(path=str(out_dir / "replays.png"), full_page=True)
             job.get_by_role("link", name="Report").click()
-            expect(page.locator("#summary-body tr[data-strategy]")).to_have_count(3)
+            expect(page.locator("#summary-body tr[data-strategy]")).to_have_count(4)
             for chart in ("#chart-makespans", "#chart-ratio", "#chart-time", "#chart-modes"):
                 expect(page.locator(chart + " svg.main-svg").first).to_be_visible()
             found["replay_strategies"] = page.locator("#summary-body tr").evaluate_all(
@@ -266,7 +266,7 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
         assert set(s["rows"]) == set(HOSTS), s
         assert sum(s["rows"].values()) == 2000, s
     assert strips[0]["rows"]["vm65"] == strips[0]["rows"]["vm413"] == 1000  # block: equal strips
-    assert found["replay_strategies"] == REPLAY["strategies"]
+    assert found["replay_strategies"] == [*REPLAY["strategies"], "mean+replan"]
     assert found["unlabelled"] == [], found["unlabelled"]  # including controls drawn by scripts
     assert all(w <= 390 for w in found["phone_widths"].values()), found["phone_widths"]
     assert found["external"] == [], found["external"]

@@ -31,4 +31,6 @@ def test_dask_cluster_matches_serial() -> None:
                               "scheduler_address": cluster.scheduler_address})
     assert on_dask["strategies"] == serial["strategies"]
     assert on_dask["runs"] == serial["runs"]
-    assert len(serial["runs"]) == 8
+    # 4 starts x (2 static strategies + expected re-planning, the default `replan`)
+    assert len(serial["runs"]) == 12
+    assert {r["strategy"] for r in serial["runs"]} == {"mean", "conservative", "expected+replan"}

@@ -94,13 +94,15 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
     assert calls[-1] == (4, 4)
     assert set(report) >= {"config", "strategies", "by_mode", "oracle", "runs"}
     assert set(report["by_mode"]) == {"single", "multi"}
-    assert len(report["runs"]) == 4 * len(config.strategies)
-    for st in report["strategies"].values():
+    assert len(report["runs"]) == 4 * len(config.reported())
+    assert "expected+replan" in report["strategies"]  # re-planning runs by default
+    for name, st in report["strategies"].items():
         assert {"makespan_mean", "makespan_p50", "makespan_p95", "vs_oracle", "coverage",
                 "mae_rel"} <= set(st)
         assert st["n"] == 4 and st["failed"] == 0
         assert st["makespan_p50"] <= st["makespan_p95"]
-        assert st["vs_oracle"] >= 1.0 - 1e-9  # the oracle is at least as good as any strategy
+        if name in config.strategies:  # the oracle's static schedule beats every static one;
+            assert st["vs_oracle"] >= 1.0 - 1e-9  # re-planning runs may beat it
         assert 0.0 <= st["coverage"] <= 1.0 and st["mae_rel"] >= 0.0
     for run in report["runs"]:
         assert set(run) >= {"start", "hosts", "strategy", "rows", "predicted", "actual"}
@@ -108,7 +110,9 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
         lo, hi = run["predicted"]["interval"]
         # (a heavy right tail may put the mean above the interval: not checked)
         assert 0 < lo <= hi and run["predicted"]["mean"] > 0
-        assert math.isfinite(run["actual"]) and run["actual"] >= run["oracle"] - 1e-9
+        assert math.isfinite(run["actual"])
+        if run["strategy"] in config.strategies:
+            assert run["actual"] >= run["oracle"] - 1e-9
     # block is equal strips; the model-driven strategies should not lose to it on average
     assert report["strategies"]["expected"]["makespan_mean"] <= (
         report["strategies"]["block"]["makespan_mean"] * 1.05)
@@ -137,11 +141,13 @@ def test_command_writes_json_and_html(tmp_path: Path) -> None:
     out, page = tmp_path / "r.json", tmp_path / "r.html"
     code = main([str(FILES[0]), str(FILES[1]), str(FILES[4]), "--hosts", "2", "--starts", "2",
                  "--n", "200", "--iterations", "20", "--benchmark", "2e-5",
-                 "--strategies", "mean,conservative", "--executor", "serial", "--quiet",
-                 "--out", str(out), "--html", str(page)])
+                 "--strategies", "mean,conservative", "--replan", "mean", "--replan-every", "120",
+                 "--executor", "serial", "--quiet", "--out", str(out), "--html", str(page)])
     assert code == 0
     report = json.loads(out.read_text())
-    assert set(report["strategies"]) == {"mean", "conservative"}
+    assert set(report["strategies"]) == {"mean", "conservative", "mean+replan"}
+    assert report["config"]["replan"] == ["mean"] and report["config"]["replan_every_s"] == 120
+    assert main([str(FILES[0]), str(FILES[1]), "--replan-every", "0", "--quiet"]) == 2
     assert page.read_text().startswith("<!DOCTYPE html>")
 
 
@@ -166,7 +172,7 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
     # a tenth of the link: the same schedules take longer (their halo exchanges do)
     slow_config = dataclasses.replace(config, bandwidth=2e4)
     cases = draw_cases(prepare_hosts(traces, config), config)
-    rows = [r["rows"] for r in report["runs"]]
+    rows = [r["rows"] for r in report["runs"] if r["strategy"] == "mean"]
     times = []
     for cfg in (config, slow_config):
         hosts = prepare_hosts(traces, cfg)
@@ -179,11 +185,11 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
 
 def test_the_dask_task_plans_like_the_local_path(traces) -> None:
     # dask itself is optional (not installed here); the task it ships must still be right
-    from ppe.replay.experiment import _plan_chunk_from_paths
+    from ppe.replay.experiment import _chunk_from_paths
 
     config = _small(strategies=("mean",), starts=2)
     hosts = prepare_hosts(traces, config)
     cases = draw_cases(hosts, config)
-    remote = _plan_chunk_from_paths(cases, [str(f) for f in FILES], config)
+    remote = _chunk_from_paths("plan", cases, [str(f) for f in FILES], config)
     local = [plan_case(c, hosts, config) for c in cases]
     assert [p.outcomes["mean"].rows for p in remote] == [p.outcomes["mean"].rows for p in local]

@@ -17,9 +17,11 @@ from ppe.pipeline import (
     SeriesHistory,
     plan,
     predict_allocation,
+    replan,
     settle_horizon,
 )
 from ppe.replay.simulate import SimConfig, simulate_one
+from scheduler import ReplanPolicy
 
 
 def test_settle_horizon_bisects_where_plain_iteration_oscillates() -> None:
@@ -148,6 +150,31 @@ def test_predict_allocation_settles_and_reports_per_host() -> None:
     with pytest.raises(ValueError, match="no rows"):
         predict_allocation("sor", {"n": 10, "iterations": 1}, hosts, _fixed({"a": 1, "b": 1}),
                            {"a": 10})
+
+
+def test_replan_looks_one_check_ahead_and_moves_only_when_it_pays() -> None:
+    asked: list[float | None] = []
+    fixed = _fixed({"a": 1.0, "b": 0.05}, lat=0.0)  # "b" has fallen since the last plan
+
+    def forecasts_for(horizon: float | None) -> dict[str, HostForecasts]:
+        asked.append(horizon)
+        return fixed(horizon)
+
+    hosts = [HostMeta("a", 1e-6), HostMeta("b", 1e-6)]
+    params = {"n": 200, "iterations": 50}
+    policy = ReplanPolicy(every_s=120.0)
+    r = replan("sor", params, hosts, forecasts_for, "mean", {"a": 100, "b": 100}, policy,
+               row_bytes=1600.0, bandwidth=1e6)
+    assert set(asked) == {120.0}  # forecasts up to the next check, in one round
+    assert r.plan.rounds == 1 and r.plan.horizon_s == 120.0
+    assert r.move and r.plan.rows["b"] < 20 < 100 < r.plan.rows["a"]
+    # the a|b boundary moves by what "a" gains, at 1600 bytes a row over 1 MB/s
+    assert r.migration_s == pytest.approx((r.plan.rows["a"] - 100) * 1600 / 1e6)
+    assert r.keep.makespan.mean() > 5 * r.plan.makespan.mean()
+    # already on the new plan's rows: nothing to move, nothing gained
+    again = replan("sor", params, hosts, forecasts_for, "mean", r.plan.rows, policy,
+                   row_bytes=1600.0, bandwidth=1e6)
+    assert not again.move and again.migration_s == 0.0
 
 
 def test_epoch_ages_count_how_long_the_present_level_has_lasted() -> None:

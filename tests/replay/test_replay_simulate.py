@@ -95,6 +95,34 @@ def test_batched_fast_forward_matches_reference(app: str) -> None:
     np.testing.assert_allclose(got, expected, rtol=1e-7, atol=1e-6)  # float64 on one long axis
 
 
+def test_stopping_at_a_check_and_resuming_gives_the_same_run() -> None:
+    # A re-planning run is simulated in slices: each slice stops at the first iteration
+    # boundary at or after its check time; resumed with the iterations left, the slices add
+    # up to the uninterrupted run, whether the stop falls in a fast-forward or not.
+    rng = np.random.default_rng(11)
+    ts = [np.cumsum(rng.uniform(20, 60, size=60)) for _ in range(3)]
+    av = [np.clip(rng.uniform(-0.2, 1.0, size=60), 0.01, 1.0) for _ in range(3)]
+    bank = RateBank(list(zip(ts, av, strict=True)))
+    config = SimConfig("sor", n=30, iterations=40, bandwidth=4000.0, latency=0.01)
+    base = RunSpec([0, 1, 2], [3, 5, 2], [0.01, 0.02, 0.015], 100.0)
+    whole = simulate(bank, [base], config)
+    assert whole.done is not None and whole.done[0] == 40
+    t, left, slices = 100.0, 40, 0
+    while left > 0:
+        part = simulate(bank, [RunSpec(base.hosts, base.rows, base.benchmark, t, None, left)],
+                        config, until=t + 90.0)
+        assert part.done is not None and 1 <= part.done[0] <= left
+        end = t + float(part.makespan[0])
+        if part.done[0] < left:  # stopped at the first boundary past the check, not later
+            assert end >= t + 90.0
+            one_less = simulate(bank, [RunSpec(base.hosts, base.rows, base.benchmark, t, None,
+                                               int(part.done[0]) - 1)], config)
+            assert t + float(one_less.makespan[0]) < t + 90.0
+        t, left, slices = end, left - int(part.done[0]), slices + 1
+    assert slices > 2
+    assert t - 100.0 == pytest.approx(float(whole.makespan[0]), rel=1e-9)
+
+
 def test_constant_trace_fast_forwards_in_one_step() -> None:
     config = SimConfig("sor", n=100, iterations=10_000, bandwidth=1e6, latency=0.0)
     bank = RateBank([([0.0], [0.5]), ([0.0], [1.0])])

@@ -231,3 +231,43 @@ def test_monte_carlo_strategies_sample_hosts_jointly(fed, monkeypatch) -> None: 
     past = schedule(fed, strategy="expected", at=h1["last_timestamp"])
     assert past.status_code == 200, past.text
     assert len(seen) > calls  # as of a past time: measured from the rows before it
+
+
+def test_a_running_application_asks_again(fed) -> None:  # type: ignore[no-untyped-def]
+    first = schedule(fed, strategy="expected", replan_every_s=300)
+    assert first.status_code == 200, first.text
+    body = first.json()
+    assert body["horizon_s"] == 300 and body["rounds"] == 1  # forecasts to the next check
+    assert "replan" not in body
+    rows = [{"host": a["host"], "rows": a["rows"]} for a in body["allocation"]]
+    # a third of the run done, on the rows it was given: nothing worth moving
+    same = schedule(fed, strategy="expected", replan_every_s=300, iterations=35, current=rows)
+    assert same.status_code == 200, same.text
+    assert same.json()["replan"]["move"] is False
+    # the whole grid on one host: moving pays, and the answer says what keeping would cost
+    lopsided = [{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}, {"host": "h2", "rows": 0}]
+    again = schedule(fed, strategy="expected", replan_every_s=300, iterations=35,
+                     current=lopsided).json()
+    verdict = again["replan"]
+    assert verdict["move"] is True and verdict["migration_s"] > 0
+    assert verdict["keep"]["mean"] > 1.5 * again["makespan"]["mean"]
+    assert sum(a["rows"] for a in again["allocation"]) == 2000
+
+
+@pytest.mark.parametrize(("current", "extra", "field"), [
+    ([{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}], {}, "current"),  # h2 missing
+    ([{"host": "h0", "rows": 1000}, {"host": "h1", "rows": 500}, {"host": "h2", "rows": 0}], {},
+     "current"),  # rows lost
+    ([{"host": "h0", "rows": 2000}, {"host": "h0", "rows": 0}, {"host": "h2", "rows": 0}], {},
+     "current"),
+    ([{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}, {"host": "h2", "rows": 0}],
+     {"select": True}, "select"),
+    ([{"host": "h0", "rows": -1}, {"host": "h1", "rows": 2001}, {"host": "h2", "rows": 0}], {},
+     "current"),
+])
+def test_bad_current_rows_are_refused(fed, current, extra, field) -> None:  # type: ignore[no-untyped-def]
+    before = len(fed.client.get("/api/v1/schedules", headers=fed.h("operator")).json())
+    r = schedule(fed, current=current, **extra)
+    assert r.status_code == 422, r.text
+    assert field in r.text
+    assert len(fed.client.get("/api/v1/schedules", headers=fed.h("operator")).json()) == before

@@ -46,7 +46,8 @@ def test_replay_job_on_server_traces(client) -> None:  # type: ignore[no-untyped
     assert job["status"] == "done", job["error"]
     assert job["done"] == job["total"]
     report = job["report"]
-    assert set(report["strategies"]) == {"mean", "conservative"}
+    # the two asked for, and expected with re-planning (the default `replan`)
+    assert set(report["strategies"]) == {"mean", "conservative", "expected+replan"}
     assert report["strategies"]["mean"]["makespan_mean"] > 0
     listed = c.get("/api/v1/replays", headers=op).json()
     assert listed[0]["id"] == job["id"]

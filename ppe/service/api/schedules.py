@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
@@ -9,7 +10,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 import scheduler
-from ppe.pipeline import HostMeta, PlanOptions, plan
+from ppe.pipeline import HostMeta, PlanOptions, plan, replan, total_rows
 from ppe.service import models_registry, planning
 from ppe.service.auth import APP_USE, READ, require
 from ppe.service.deps import get_metrics, get_session
@@ -34,6 +35,9 @@ def post_schedule(
     if body.strategy not in scheduler.STRATEGIES:
         raise HTTPException(422, [{"field": "strategy", "reason": (
             f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}")}])
+    if body.current is not None and body.select:
+        raise HTTPException(422, [{"field": "select", "reason": (
+            "a running application keeps its hosts and chain: select cannot go with current")}])
     memo: PlanMemo = request.app.state.plan_memo
     with domain_errors():
         specs = planning.host_specs(body.hosts)
@@ -59,6 +63,8 @@ def post_schedule(
         "engine": getattr(result.prediction, "engine", None),
         "inputs": planning.inputs_report(result.inputs, body.confidence, body.at),
     }
+    if answer.replan is not None:
+        response["replan"] = answer.replan
     log = ServedLog(kind="schedule", request=body.model_dump(mode="json"), response=response)
     session.add(log)
     session.flush()  # assigns the id; the stored response is the same minus it
@@ -77,12 +83,28 @@ def _plan(
                 body.k, body.quantile, body.at, body.select)
     options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile,
                           initial_horizon=memo.hint(hint_key))
+    if body.replan_every_s is not None:
+        options = replace(options, replan_every_s=body.replan_every_s)
     if body.select:
         metas = planning.select_chain(model, params, metas, forecasts_for, body.strategy, options)
-    result = plan(model, params, metas, forecasts_for, body.strategy, options,
-                  dependence_for=forecasts_for.dependence)
-    memo.remember_hint(hint_key, result.horizon_s)
     c = body.confidence
+    verdict = None
+    if body.current is None:
+        result = plan(model, params, metas, forecasts_for, body.strategy, options,
+                      dependence_for=forecasts_for.dependence)
+    else:
+        policy = scheduler.ReplanPolicy(body.replan_every_s or scheduler.ReplanPolicy.every_s)
+        again = replan(
+            model, params, metas, forecasts_for, body.strategy,
+            planning.current_rows(body.current, metas, total_rows(params)), policy, options,
+            forecasts_for.dependence,
+            row_bytes=body.n * params.get("Size", planning.DEFAULT_ELEMENT_SIZE),
+            bandwidth=body.bandwidth, latency=body.latency,
+        )
+        result = again.plan
+        verdict = {"move": again.move, "migration_s": again.migration_s,
+                   "keep": again.keep.makespan.to_dict(c)}
+    memo.remember_hint(hint_key, result.horizon_s)
     return Answer(
         result=result,
         allocation=[
@@ -90,6 +112,7 @@ def _plan(
             for h in result.hosts
         ],
         makespan=result.makespan.to_dict(c),
+        replan=verdict,
     )
 
 
