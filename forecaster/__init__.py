@@ -11,7 +11,7 @@ from forecaster.batch import BatchResult, batch_forecasts, select_batch
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.dependence import co_movement, snap_dependence_horizon
 from forecaster.distribution import Distribution, FitOptions, consolidate, fit_distribution
-from forecaster.horizon import block_means, horizon_distribution, snap_horizon
+from forecaster.horizon import block_means, horizon_distribution, sample_spacing, snap_horizon
 from forecaster.members import batch_member_forecasts, member_names
 from forecaster.online import MemberError, OneStep, SeriesForecaster
 
@@ -42,5 +42,6 @@ __all__ = [
     "member_names",
     "select_batch",
     "snap_dependence_horizon",
+    "sample_spacing",
     "snap_horizon",
 ]

@@ -51,7 +51,7 @@ from numpy.typing import NDArray
 
 from forecaster.distribution import Distribution
 from forecaster.history import FloatArray
-from forecaster.horizon import _spacing
+from forecaster.horizon import sample_spacing
 
 
 @dataclass(frozen=True)
@@ -120,7 +120,7 @@ def _analogues(
     xs = np.asarray(values, dtype=np.float64)
     keep = (ts < now) & (ts >= now - opts.lookback_s) & np.isfinite(xs)
     ts, xs = ts[keep], xs[keep]
-    width = 1 if horizon_s is None else max(1, int(round(horizon_s / _spacing(ts))))
+    width = 1 if horizon_s is None else max(1, int(round(horizon_s / sample_spacing(ts))))
     k0 = opts.state_samples
     if xs.size < k0 + width + opts.min_neighbours // 4:
         return None
@@ -134,7 +134,7 @@ def _analogues(
         dist = _rank(np.abs(state - now_state))
         if opts.epoch_band > 0:
             band = opts.epoch_band * float(np.ptp(xs))
-            cap = max(1, int(round(opts.epoch_cap_s / _spacing(ts))))
+            cap = max(1, int(round(opts.epoch_cap_s / sample_spacing(ts))))
             ages = np.log1p(_epoch_ages(xs, np.append(j, xs.size), np.append(state, now_state),
                                         band, cap))
             dist = np.maximum(dist, _rank(np.abs(ages[:-1] - ages[-1])))

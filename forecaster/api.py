@@ -13,7 +13,7 @@ from forecaster.batch import batch_forecasts
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, fit_distribution
 from forecaster.history import FloatArray
-from forecaster.horizon import DEFAULT_LOOKBACK_S, _spacing, horizon_distribution
+from forecaster.horizon import DEFAULT_LOOKBACK_S, horizon_distribution, sample_spacing
 from forecaster.online import OneStep, SeriesForecaster
 
 
@@ -141,7 +141,7 @@ def forecast_series(
     at = last if now is None else float(now)
     step = _one_step(xs, cfg, confidence, state if state is not None and
                      state.last_timestamp == last else None)
-    spacing = _spacing(ts)
+    spacing = sample_spacing(ts)
     horizon = spacing if horizon_s is None else float(horizon_s)
     key = (xs.size, last, horizon, now, lookback_s, fit_options, analog)
     dist = fit_cache.get(key) if fit_cache is not None else None
@@ -212,7 +212,7 @@ def series_distribution(
 
     ``ts``/``xs`` must be sorted, finite and unique (as :func:`forecast_series` prepares them).
     """
-    spacing = _spacing(ts)
+    spacing = sample_spacing(ts)
     last = float(ts[-1])
     at = last if now is None else float(now)
     if horizon_s is None or horizon_s <= spacing:

@@ -26,7 +26,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from forecaster.history import FloatArray
-from forecaster.horizon import _spacing
+from forecaster.horizon import sample_spacing
 
 #: Share of weight moved to the identity (regularises a short or coincidental history).
 SHRINK = 0.05
@@ -65,7 +65,7 @@ def co_movement(
     if n < 2:
         return np.eye(n)
     past = [_before(ts, xs, now, lookback_s) for ts, xs in series]
-    spacings = [_spacing(ts) for ts, _ in past if ts.size > 1]
+    spacings = [sample_spacing(ts) for ts, _ in past if ts.size > 1]
     if not spacings:
         return np.eye(n)
     begin = max(now - lookback_s, min((float(ts[0]) for ts, _ in past if ts.size), default=now))

@@ -74,12 +74,12 @@ def horizon_distribution(
         return fit_distribution(xs, options)
     stride = horizon_s
     if span < MIN_BLOCKS * horizon_s:
-        stride = max((span - horizon_s) / (MIN_BLOCKS - 1), _spacing(ts))
+        stride = max((span - horizon_s) / (MIN_BLOCKS - 1), sample_spacing(ts))
     means = block_means(ts, xs, horizon_s, now, stride)
     return fit_distribution(means if means.size else xs, options)
 
 
-def _spacing(ts: FloatArray) -> float:
+def sample_spacing(ts: FloatArray) -> float:
     """Typical sampling interval (median spacing), 1 s when unknown."""
     if ts.size < 2:
         return 1.0

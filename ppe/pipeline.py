@@ -33,8 +33,7 @@ from numpy.typing import NDArray
 
 import forecaster
 import scheduler
-from forecaster import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions
-from forecaster.horizon import DEFAULT_LOOKBACK_S
+from forecaster import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, Distribution
 from ppe import core
 from ppe.core.stochastic import Point
 
@@ -128,6 +127,7 @@ class HistoryForecasts:
         self.bandwidth_options = bandwidth_options or BANDWIDTH_ANALOG
         self._cache: dict[float | None, dict[str, HostForecasts]] = {}
         self._modes: dict[str, tuple[bool, float]] = {}
+        self._distributions: dict[tuple[str, str, float | None], Distribution] = {}
         self._dependence: dict[tuple[tuple[str, ...], float | None], FloatArray] = {}
 
     def __call__(self, horizon: float | None) -> dict[str, HostForecasts]:
@@ -146,32 +146,45 @@ class HistoryForecasts:
         return self._dependence[key]
 
     def mode(self, name: str) -> tuple[bool, float]:
-        """(multi-mode?, age of the newest sample) from the forecaster's fit of recent values."""
+        """(multi-mode?, age of the newest sample) from the forecaster's fit of recent values
+        (the one-sample distribution)."""
         if name not in self._modes:
             h = self.histories[name]
-            recent = h.cpu[h.timestamps >= self.now - DEFAULT_LOOKBACK_S]
-            dist = forecaster.fit_distribution(recent if recent.size else h.cpu[-1:])
+            multimode = self._distribution(name, "cpu", None).multimode
             age = self.now - float(h.timestamps.max()) if h.timestamps.size else math.inf
-            self._modes[name] = (bool(dist.multimode), age)
+            self._modes[name] = (bool(multimode), age)
         return self._modes[name]
 
-    def _series(self, ts: FloatArray, xs: FloatArray, horizon: float | None,
-                opts: AnalogOptions) -> Any:
-        """The same distribution the service's forecasts use (forecaster.series_distribution)."""
+    def _distribution(self, name: str, metric: str, horizon: float | None) -> Distribution:
+        """The same distribution the service's forecasts use (forecaster.series_distribution),
+        memoised; horizons up to one sample spacing all ask for the next sample's."""
+        h = self.histories[name]
+        if metric == "cpu":
+            ts, xs, opts = h.timestamps, h.cpu, self.cpu_options
+        else:
+            assert h.bandwidth is not None
+            ts = h.timestamps if h.bw_timestamps is None else h.bw_timestamps
+            xs, opts = h.bandwidth, self.bandwidth_options
         keep = ts < self.now
-        dist = forecaster.series_distribution(
-            ts[keep], xs[keep], now=self.now, horizon_s=horizon,
-            analog=opts if self.method == "analog" else None,
-        )
-        return core.from_components(dist.kind, dist.components)
+        ts, xs = ts[keep], xs[keep]
+        if horizon is not None and horizon <= forecaster.sample_spacing(ts):
+            horizon = None
+        key = (name, metric, horizon)
+        if key not in self._distributions:
+            self._distributions[key] = forecaster.series_distribution(
+                ts, xs, now=self.now, horizon_s=horizon,
+                analog=opts if self.method == "analog" else None,
+            )
+        return self._distributions[key]
 
     def _host(self, name: str, horizon: float | None) -> HostForecasts:
         h = self.histories[name]
-        cpu = self._series(h.timestamps, h.cpu, horizon, self.cpu_options)
+        d = self._distribution(name, "cpu", horizon)
+        cpu = core.from_components(d.kind, d.components)
         bw: Any = Point(self.bandwidth)
         if h.bandwidth is not None:
-            bts = h.timestamps if h.bw_timestamps is None else h.bw_timestamps
-            bw = self._series(bts, h.bandwidth, horizon, self.bandwidth_options)
+            d = self._distribution(name, "bandwidth", horizon)
+            bw = core.from_components(d.kind, d.components)
         multimode, age = self.mode(name)
         return HostForecasts(
             cpu=cpu,
