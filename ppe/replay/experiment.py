@@ -21,6 +21,10 @@ Design choices, stated rather than hidden:
   can be scored at all (no record = no actual time); nothing the pipeline sees does.
 - *Multi-mode sets.* A host set is multi-mode when the forecaster's distribution fit
   at the start calls any of its hosts multi-mode.
+- *Re-planning runs.* Strategies in ``replan`` also run as an application that checks
+  its progress and asks again when behind (:mod:`ppe.replay.adaptive`); each re-plan sees
+  the history strictly before its own time. The oracle stays a static schedule, which a
+  run that moves its strips after a fall can beat.
 - *Determinism.* Start times, host sets, benchmarks and Monte Carlo seeds are drawn
   up front from ``seed``; workers only compute, and results are gathered by case
   index, so the report does not depend on the number of workers.
