@@ -216,7 +216,8 @@ class PlanOptions:
     replan_every_s: float | None = None
 
     def settle(self, step: Callable[[float | None], tuple[float, Any]]) -> Settled:
-        """The horizon loop these options ask for (one round when the run re-plans)."""
+        """The horizon loop these options ask for: one round at ``replan_every_s`` when the
+        run re-plans (``initial_horizon`` and ``max_rounds`` then do not apply)."""
         if self.replan_every_s is not None:
             return settle_horizon(step, self.replan_every_s, self.tolerance, 1)
         return settle_horizon(step, self.initial_horizon, self.tolerance, self.max_rounds)
@@ -514,8 +515,9 @@ def replan(
     policy: scheduler.ReplanPolicy,
     options: PlanOptions | None = None,
     dependence_for: DependenceFor | None = None,
-    row_bytes: float = 8.0,
-    bandwidth: float = 1.25e7,
+    *,
+    row_bytes: float,
+    bandwidth: float,
     latency: float = 0.0,
 ) -> Replan:
     """Schedule the rest of a running application (``params`` give the iterations left)

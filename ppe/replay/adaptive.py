@@ -2,19 +2,21 @@
 
 Each such run starts from its strategy's plan for the next ``replan_every_s`` seconds
 (``planning.plan_case``), then the simulator executes it in slices of that length, stopping
-at the first iteration boundary after each check. A run that is behind
-(``scheduler.ReplanPolicy.behind``: slower than ``lag`` times the pace its last plan
-predicted) asks the same pipeline again with the history strictly before that moment and
-the iterations it has left (``planning.replan_case``); it moves its strips when the new
-plan, migration included, is predicted to pay (``ReplanPolicy.worth_moving``), and waits
-the migration time (``scheduler.migration_seconds`` at the constant ``--bandwidth``) before
-going on. All runs advance together, one simulator call per check; the re-plans of one
-check go to the workers together.
+at the first iteration boundary at or after each check. A run that is behind
+(``scheduler.ReplanPolicy.behind``: slower than ``lag`` times the pace predicted at its
+last plan, for its new strips or for keeping the old ones) asks the same pipeline again
+with the history strictly before that moment and the iterations it has left
+(``planning.replan_case``); it moves its strips when the new plan, migration included, is
+predicted to pay (``ReplanPolicy.worth_moving``), and waits the migration time
+(``scheduler.migration_seconds`` at the constant ``--bandwidth``) before going on. All runs
+advance together, one simulator call per check; the re-plans of one check go to the
+workers together.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -24,11 +26,12 @@ from ppe.replay.experiment import (
     CasePlan,
     HostData,
     ReplayConfig,
-    _rows_or_block,
     replanned,
+    rows_or_block,
+    run_specs,
 )
 from ppe.replay.planning import ReplanJob, ReplanOutcome
-from ppe.replay.simulate import RateBank, RunSpec, simulate
+from ppe.replay.simulate import RateBank, simulate
 
 ReplanMap = Callable[[str, Sequence[ReplanJob]], list[ReplanOutcome]]
 
@@ -52,7 +55,7 @@ def run_adaptive(
     starts = np.array([c.start for c in cases], dtype=float)
     t = starts.copy()
     left = np.full(len(cases), config.iterations, dtype=np.int64)
-    rows = [_rows_or_block(p.outcomes[name], c, config) for p, c in zip(plans, cases, strict=True)]
+    rows = [rows_or_block(p.outcomes[name], c, config) for p, c in zip(plans, cases, strict=True)]
     since_t = t.copy()  # when the current plan was made
     since_done = np.zeros(len(cases), dtype=np.int64)  # iterations done under it
     pace = np.array([_pace(p.outcomes[name].mean, config.iterations) for p in plans])
@@ -60,8 +63,12 @@ def run_adaptive(
         live = np.flatnonzero(left > 0)
         if live.size == 0:
             break
-        specs = [_spec(cases[i], hosts, rows[i], float(t[i]), int(left[i]), net_bank is not None)
-                 for i in live.tolist()]
+        specs = [
+            replace(spec, start=float(t[i]), iterations=int(left[i]))
+            for i, spec in zip(live.tolist(), run_specs(
+                [cases[i] for i in live.tolist()], hosts, [rows[i] for i in live.tolist()],
+                net_bank is not None), strict=True)
+        ]
         res = simulate(bank, specs, sim_cfg, net_bank, until=t[live] + policy.every_s)
         assert res.done is not None
         t[live] += res.makespan
@@ -75,29 +82,20 @@ def run_adaptive(
                 for i in late]
         for i, out in zip(late, replan_map("replan", jobs), strict=True):
             plans[i].outcomes[name].replans.append(_event(out, t[i] - starts[i], int(left[i])))
-            since_t[i], since_done[i] = t[i], 0
             if out.move:
                 rows[i] = list(out.plan.rows)
                 t[i] += out.migration_s
                 pace[i] = _pace(out.plan.mean, int(left[i]))
-            else:
+            elif out.plan.error is None:
                 pace[i] = _pace(out.keep_mean, int(left[i]))
+            # (a failed re-plan keeps the run and the pace it had: it will ask again)
+            since_t[i], since_done[i] = t[i], 0  # the pace is judged from after the move
     return t - starts
 
 
 def _pace(predicted_s: float, iterations: int) -> float:
     """Predicted seconds per iteration; a failed plan (NaN) never counts as behind."""
     return predicted_s / iterations if np.isfinite(predicted_s) else np.inf
-
-
-def _spec(
-    case: Case, hosts: Sequence[HostData], rows: Sequence[int], start: float, left: int,
-    with_net: bool,
-) -> RunSpec:
-    return RunSpec(
-        hosts=list(case.hosts), rows=list(rows), benchmark=[hosts[h].benchmark for h in case.hosts],
-        start=start, net=list(case.hosts) if with_net else None, iterations=left,
-    )
 
 
 def _event(out: ReplanOutcome, elapsed_s: float, left: int) -> dict[str, Any]:

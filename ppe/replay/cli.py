@@ -32,6 +32,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="seconds between a re-planning run's progress checks")
     p.add_argument("--replan-lag", type=float, default=d.replan_lag,
                    help="re-plan when slower than this times the predicted pace")
+    p.add_argument("--replan-gain", type=float, default=d.replan_gain,
+                   help="move strips only if predicted this share faster, migration included")
     p.add_argument("--bandwidth", type=float, default=d.bandwidth, help="link bandwidth, bytes/s")
     p.add_argument("--bandwidth-from-trace", action="store_true",
                    help="link bandwidth = --bandwidth minus the host's recorded traffic")
@@ -73,6 +75,7 @@ def config_from_args(args: argparse.Namespace) -> ReplayConfig:
         replan=tuple(s.strip() for s in args.replan.split(",") if s.strip()),
         replan_every_s=args.replan_every,
         replan_lag=args.replan_lag,
+        replan_gain=args.replan_gain,
         bandwidth=args.bandwidth,
         bandwidth_from_trace=args.bandwidth_from_trace,
         latency=args.latency,

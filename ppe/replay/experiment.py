@@ -142,6 +142,9 @@ class ReplayConfig:
             raise ValueError("inputs must be 'analog' or 'forecaster'")
         if self.app not in ("sor", "jacobi2d"):
             raise ValueError("app must be 'sor' or 'jacobi2d'")
+        twice = sorted({s for s in self.replan if self.replan.count(s) > 1})
+        if twice:
+            raise ValueError(f"strategies listed twice in replan: {twice}")
         unknown = sorted((set(self.strategies) | set(self.replan)) - set(scheduler.STRATEGIES))
         if unknown:
             raise ValueError(
@@ -446,17 +449,6 @@ class Workers:
                     yield pos, _work_chunk(kind, ch)
 
 
-def plan_all(
-    cases: Sequence[Case],
-    hosts: Sequence[HostData],
-    config: ReplayConfig,
-    progress: ProgressFn | None = None,
-) -> list[CasePlan]:
-    """Plan every case with every strategy, in parallel; ordered by case index."""
-    with Workers(hosts, config) as workers:
-        return list(workers.map("plan", cases, progress))
-
-
 def _start_method(config: ReplayConfig) -> str | None:
     """The configured start method; by default "fork" unless other threads are running
     (a service's replay job): forking a threaded process can copy a lock some other
@@ -516,12 +508,12 @@ def run_experiment(
                 cases, hosts, plans, s, config, (bank, net_bank), workers.map
             )
     for s in config.strategies:
-        rows = [_rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
+        rows = [rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
         specs = run_specs(cases, hosts, rows, net_bank is not None)
         actual[s] = simulate(bank, specs, sim_cfg, net_bank).makespan
     base = run_specs(cases, hosts, [[0] * config.hosts for _ in cases], net_bank is not None)
     cands = [
-        [_rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
+        [rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
         for s in config.strategies
     ]
     orc = oracle(bank, base, sim_cfg, config.n, net_bank, candidates=cands)
@@ -535,7 +527,7 @@ def run_experiment(
     return build_report(config, cases, hosts, plans, actual, orc, timing)
 
 
-def _rows_or_block(outcome: StrategyOutcome, case: Case, config: ReplayConfig) -> list[int]:
+def rows_or_block(outcome: StrategyOutcome, case: Case, config: ReplayConfig) -> list[int]:
     """A failed plan is scored as equal strips (the user would have had to run something)."""
     if outcome.error is None:
         return outcome.rows

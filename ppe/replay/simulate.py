@@ -207,7 +207,7 @@ def simulate(
     phases = app_phases(config.app)
     if not runs:
         empty = np.zeros(0)
-        return SimResult(empty, np.zeros((0, 0)), np.zeros((0, 0)))
+        return SimResult(empty, np.zeros((0, 0)), np.zeros((0, 0)), done=np.zeros(0, np.int64))
     layout = _layout(runs, config, net_bank is not None)
     idx, work, nmsg, net_idx = layout.idx, layout.work, layout.nmsg, layout.net_idx
     R = len(runs)
@@ -220,6 +220,8 @@ def simulate(
     left = total.copy()
     stop = np.full(R, np.inf) if until is None else np.broadcast_to(
         np.asarray(until, dtype=float), (R,)).copy()
+    if np.isnan(stop).any():
+        raise ValueError("until must be a time (or +inf) for every run, not NaN")
     busy = np.zeros_like(work)
     critical = np.zeros_like(work)
     msg = config.message_bytes()

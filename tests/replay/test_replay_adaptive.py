@@ -6,8 +6,16 @@ from __future__ import annotations
 import numpy as np
 
 from ppe.replay.adaptive import run_adaptive
-from ppe.replay.experiment import Case, ReplayConfig, Workers, make_banks, prepare_hosts, run_specs
-from ppe.replay.planning import plan_case
+from ppe.replay.experiment import (
+    Case,
+    ReplayConfig,
+    StrategyOutcome,
+    Workers,
+    make_banks,
+    prepare_hosts,
+    run_specs,
+)
+from ppe.replay.planning import ReplanOutcome, plan_case
 from ppe.replay.simulate import simulate
 from ppe.replay.traces import Trace
 
@@ -17,26 +25,28 @@ START = DAYS * 86400.0
 FALL = START + 600.0  # host "a" falls 10 minutes into the run
 
 
-def _trace(name: str, values: np.ndarray) -> Trace:
-    ts = np.arange(values.size) * STEP
+def _trace(name: str, values: np.ndarray, ts: np.ndarray) -> Trace:
     return Trace(name, ts, (1 - values) * 100, values, np.ones(values.size),
                  np.zeros(values.size, dtype=bool))
 
 
 def _traces(late_change: float | None = None) -> list[Trace]:
     """Three quiet hosts for four days; "a" drops to 2 % of a CPU at ``FALL`` for good.
-    ``late_change``: from that time on, host "b" drops too (data a re-plan made before
-    that time must not see)."""
+    ``late_change``: host "b" gets a sample at exactly that time and drops to 5 % from it
+    on (what a re-plan made at that time must not see)."""
     rng = np.random.default_rng(3)
     ts = np.arange(int((DAYS + 1) * 86400 / STEP)) * STEP
     out = []
     for name in ("a", "b", "c"):
         v = np.clip(rng.normal(0.95, 0.01, ts.size), 0.01, 1.0)
+        t = ts
         if name == "a":
             v[ts >= FALL] = 0.02
         if name == "b" and late_change is not None:
-            v[ts >= late_change] = 0.05
-        out.append(_trace(name, v))
+            at = int(np.searchsorted(ts, late_change))
+            t, v = np.insert(ts, at, late_change), np.insert(v, at, 0.05)
+            v[t >= late_change] = 0.05
+        out.append(_trace(name, v, t))
     return out
 
 
@@ -48,8 +58,9 @@ def _config() -> ReplayConfig:
                         predict_samples=2000, latency=0.0)
 
 
-def _run(traces: list[Trace]) -> tuple[float, float, list[dict]]:
-    """(static actual, re-planning actual, re-plan events) of one run starting at START."""
+def _run(traces: list[Trace], fail_first: bool = False) -> tuple[float, float, list[dict]]:
+    """(static actual, re-planning actual, re-plan events) of one run starting at START;
+    ``fail_first``: the first re-plan fails (as a planning error would)."""
     config = _config()
     hosts = prepare_hosts(traces, config)
     case = Case(0, START, (0, 1, 2), seed=1)
@@ -57,8 +68,16 @@ def _run(traces: list[Trace]) -> tuple[float, float, list[dict]]:
     banks = make_banks(hosts)
     static = simulate(banks[0], run_specs([case], hosts, [plans[0].outcomes["expected"].rows],
                                           False), config.sim_config()).makespan[0]
+    calls = []
+
+    def replan_map(kind: str, jobs: list) -> list:
+        calls.append(len(jobs))
+        if fail_first and len(calls) == 1:
+            return [ReplanOutcome(StrategyOutcome(rows=[0, 0, 0], error="boom")) for _ in jobs]
+        return workers.map(kind, jobs)
+
     with Workers(hosts, config) as workers:
-        adaptive = run_adaptive([case], hosts, plans, "expected", config, banks, workers.map)
+        adaptive = run_adaptive([case], hosts, plans, "expected", config, banks, replan_map)
     return float(static), float(adaptive[0]), plans[0].outcomes["expected+replan"].replans
 
 
@@ -79,6 +98,16 @@ def test_a_host_that_falls_mid_run_loses_its_strip_at_the_next_check() -> None:
 def test_a_replan_never_sees_data_from_after_it() -> None:
     _, _, events = _run(_traces())
     first_at = START + events[0]["after_s"]
-    late = first_at + 1.0  # host "b" changes right after the first re-plan
-    _, _, changed = _run(_traces(late_change=late))
+    # host "b" falls in a sample taken at the very moment of the first re-plan
+    _, _, changed = _run(_traces(late_change=first_at))
     assert changed[0] == events[0]
+    # ... which the next re-plan does see: "b" loses its strip then
+    assert len(changed) > 1 and changed[-1]["rows"][1] < 0.1 * sum(changed[-1]["rows"])
+    assert changed[-1]["rows"] != events[-1]["rows"]
+
+
+def test_a_failed_replan_leaves_the_run_as_it_was_and_it_asks_again() -> None:
+    static, adaptive, events = _run(_traces(), fail_first=True)
+    assert events[0]["error"] == "boom" and not events[0]["moved"]
+    assert any(e["moved"] and e["rows"][0] < 0.02 * sum(e["rows"]) for e in events[1:])
+    assert adaptive < 0.5 * static

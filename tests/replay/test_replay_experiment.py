@@ -157,6 +157,9 @@ def test_bad_input_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert main([str(bad), "--quiet"]) == 2
     assert "bad.csv:3" in capsys.readouterr().err
     assert main([str(FILES[0]), "--strategies", "nope", "--quiet"]) == 2
+    with pytest.raises(ValueError, match="twice"):
+        run_replay({"traces": [str(FILES[0])], "replan": ["expected", "expected"]})
+    assert main([str(FILES[0]), "--replan", "nope", "--quiet"]) == 2
     with pytest.raises(ValueError, match="unknown replay settings"):
         run_replay({"traces": [str(FILES[0])], "colour": "red"})
 

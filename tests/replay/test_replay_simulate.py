@@ -151,3 +151,9 @@ def test_bad_inputs_are_rejected() -> None:
         RateBank([([0.0, 1.0], [1.0, 0.0])])
     with pytest.raises(ValueError, match="unknown app"):
         simulate_one([[0]], [[1.0]], [1], [1.0], 0.0, SimConfig("fft", 10, 1))
+    bank = RateBank([([0.0], [1.0])])
+    run = RunSpec([0], [1], [1.0], 0.0)
+    with pytest.raises(ValueError, match="NaN"):
+        simulate(bank, [run], SimConfig("sor", 10, 5), until=[float("nan")])
+    with pytest.raises(ValueError, match="non-negative"):
+        simulate(bank, [RunSpec([0], [1], [1.0], 0.0, None, -1)], SimConfig("sor", 10, 5))

@@ -104,7 +104,8 @@ def _plan(
         result = again.plan
         verdict = {"move": again.move, "migration_s": again.migration_s,
                    "keep": again.keep.makespan.to_dict(c)}
-    memo.remember_hint(hint_key, result.horizon_s)
+    if body.replan_every_s is None:  # a re-plan's one-round horizon is no hint for others
+        memo.remember_hint(hint_key, result.horizon_s)
     return Answer(
         result=result,
         allocation=[
