@@ -63,18 +63,17 @@ def run_adaptive(
         live = np.flatnonzero(left > 0)
         if live.size == 0:
             break
-        specs = [
-            replace(spec, start=float(t[i]), iterations=int(left[i]))
-            for i, spec in zip(live.tolist(), run_specs(
-                [cases[i] for i in live.tolist()], hosts, [rows[i] for i in live.tolist()],
-                net_bank is not None), strict=True)
-        ]
+        idx = live.tolist()
+        base = run_specs([cases[i] for i in idx], hosts, [rows[i] for i in idx],
+                         net_bank is not None)
+        specs = [replace(s, start=float(t[i]), iterations=int(left[i]))
+                 for i, s in zip(idx, base, strict=True)]
         res = simulate(bank, specs, sim_cfg, net_bank, until=t[live] + policy.every_s)
         assert res.done is not None
         t[live] += res.makespan
         left[live] -= res.done
         since_done[live] += res.done
-        late = [i for i in live.tolist() if left[i] > 0
+        late = [i for i in idx if left[i] > 0
                 and policy.behind(t[i] - since_t[i], int(since_done[i]), pace[i])]
         if not late:
             continue
