@@ -507,15 +507,14 @@ def run_experiment(
             actual[replanned(s)] = run_adaptive(
                 cases, hosts, plans, s, config, (bank, net_bank), workers.map
             )
-    for s in config.strategies:
-        rows = [rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
-        specs = run_specs(cases, hosts, rows, net_bank is not None)
-        actual[s] = simulate(bank, specs, sim_cfg, net_bank).makespan
-    base = run_specs(cases, hosts, [[0] * config.hosts for _ in cases], net_bank is not None)
     cands = [
         [rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
         for s in config.strategies
     ]
+    for s, rows in zip(config.strategies, cands, strict=True):
+        specs = run_specs(cases, hosts, rows, net_bank is not None)
+        actual[s] = simulate(bank, specs, sim_cfg, net_bank).makespan
+    base = run_specs(cases, hosts, [[0] * config.hosts for _ in cases], net_bank is not None)
     orc = oracle(bank, base, sim_cfg, config.n, net_bank, candidates=cands)
     timing = {
         "plan_s": t_plan,
