@@ -62,8 +62,10 @@ def bench_online(
 
 def describe(label: str, us: list[float]) -> str:
     q = np.percentile(us, [50, 90, 99])
-    return (f"{label}: median {q[0]:.1f} us, p90 {q[1]:.1f} us, p99 {q[2]:.1f} us, "
-            f"mean {statistics.fmean(us):.1f} us over {len(us)} calls")
+    return (
+        f"{label}: median {q[0]:.1f} us, p90 {q[1]:.1f} us, p99 {q[2]:.1f} us, "
+        f"mean {statistics.fmean(us):.1f} us over {len(us)} calls"
+    )
 
 
 def main() -> None:
@@ -79,16 +81,20 @@ def main() -> None:
     series = [t.availability for t in traces]
     total = sum(x.size for x in series)
     members = len(member_names(DEFAULT_CONFIG))
-    print(f"read {len(traces)} traces ({total} live samples) in {read_s:.2f} s; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+    print(
+        f"read {len(traces)} traces ({total} live samples) in {read_s:.2f} s; "
+        f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs"
+    )
 
     with threadpool_limits(limits=1):
         batch_s, batch_cpu = bench_batch(series, args.repeat)
         picked = sorted(traces, key=lambda t: t.name)[: args.online]
         updates, forecasts = bench_online([(t.timestamps, t.availability) for t in picked])
-    print(f"batch: {total} samples x {members} members in {batch_s:.2f} s wall "
-          f"= {total / batch_s:,.0f} samples/s; {batch_cpu:.2f} s CPU = "
-          f"{total / batch_cpu:,.0f} samples/CPU-s (one core, best of {args.repeat})")
+    print(
+        f"batch: {total} samples x {members} members in {batch_s:.2f} s wall "
+        f"= {total / batch_s:,.0f} samples/s; {batch_cpu:.2f} s CPU = "
+        f"{total / batch_cpu:,.0f} samples/CPU-s (one core, best of {args.repeat})"
+    )
     print(describe("online update()", updates))
     print(describe("online forecast()", forecasts))
 

@@ -24,9 +24,22 @@ BATCH = 1000
 
 def start_server(db_url: str, port: int, workers: int) -> subprocess.Popen[bytes]:
     proc = subprocess.Popen(
-        [sys.executable, "-m", "ppe", "serve", "--db", db_url, "--port", str(port),
-         "--workers", str(workers), "--log-level", "warning"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            sys.executable,
+            "-m",
+            "ppe",
+            "serve",
+            "--db",
+            db_url,
+            "--port",
+            str(port),
+            "--workers",
+            str(workers),
+            "--log-level",
+            "warning",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     for _ in range(600):
         try:
@@ -41,7 +54,9 @@ def start_server(db_url: str, port: int, workers: int) -> subprocess.Popen[bytes
 def token(db_url: str) -> str:
     out = subprocess.run(
         [sys.executable, "-m", "ppe", "token", "create", "--role", "sensor", "--db", db_url],
-        check=True, capture_output=True, text=True,
+        check=True,
+        capture_output=True,
+        text=True,
     )
     return out.stdout.strip().splitlines()[-1]
 
@@ -50,10 +65,17 @@ def run(db_url: str, batches: int, clients: int, workers: int, port: int) -> flo
     tok = token(db_url)
     proc = start_server(db_url, port, workers)
     payloads = [
-        {"measurements": [
-            {"resource": f"h{(b * BATCH + i) % 64}", "metric": "cpu",
-             "timestamp": 1.6e9 + b * BATCH + i, "value": ((b + i) % 100) / 100}
-            for i in range(BATCH)]}
+        {
+            "measurements": [
+                {
+                    "resource": f"h{(b * BATCH + i) % 64}",
+                    "metric": "cpu",
+                    "timestamp": 1.6e9 + b * BATCH + i,
+                    "value": ((b + i) % 100) / 100,
+                }
+                for i in range(BATCH)
+            ]
+        }
         for b in range(batches)
     ]
     headers = {"Authorization": f"Bearer {tok}"}
@@ -84,8 +106,9 @@ def main() -> None:
     args = ap.parse_args()
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        results["sqlite"] = run(f"sqlite:///{Path(tmp) / 'bench.db'}", args.batches,
-                                args.clients, args.workers, 18765)
+        results["sqlite"] = run(
+            f"sqlite:///{Path(tmp) / 'bench.db'}", args.batches, args.clients, args.workers, 18765
+        )
     pg = os.environ.get("PPE_BENCH_POSTGRES_URL") or os.environ.get("PPE_TEST_POSTGRES_URL")
     if pg:
         engine = sqlalchemy.create_engine(pg.replace("postgresql://", "postgresql+psycopg://"))
@@ -93,8 +116,10 @@ def main() -> None:
             c.execute(sqlalchemy.text("DROP SCHEMA IF EXISTS public CASCADE; CREATE SCHEMA public"))
         engine.dispose()
         results["postgresql"] = run(pg, args.batches, args.clients, args.workers, 18766)
-    print(f"ingest: batches of {BATCH}, {args.batches} batches, {args.clients} clients, "
-          f"{args.workers} worker(s)")
+    print(
+        f"ingest: batches of {BATCH}, {args.batches} batches, {args.clients} clients, "
+        f"{args.workers} worker(s)"
+    )
     for store, rate in results.items():
         print(f"  {store:<11} {rate:>10,.0f} measurements/s")
 

@@ -50,8 +50,9 @@ def main() -> None:
     t = time.perf_counter()
     traces = read_traces([args.traces])
     print(f"read {len(traces)} traces: {time.perf_counter() - t:.2f} s")
-    config = ReplayConfig(traces=(args.traces,), starts=args.starts, workers=args.workers,
-                          benchmark=args.benchmark)
+    config = ReplayConfig(
+        traces=(args.traces,), starts=args.starts, workers=args.workers, benchmark=args.benchmark
+    )
     hosts = prepare_hosts(traces, config)
     cases = draw_cases(hosts, config)
 
@@ -63,8 +64,12 @@ def main() -> None:
         # re-planning run (forecasts to its first check only)
         for s in ("mean", *config.strategies, *(f"{r}+replan" for r in config.replan)):
             static, _, again = s.partition("+")
-            one = ReplayConfig(traces=config.traces, strategies=("block",) if again else (s,),
-                               replan=(static,) if again else (), benchmark=args.benchmark)
+            one = ReplayConfig(
+                traces=config.traces,
+                strategies=("block",) if again else (s,),
+                replan=(static,) if again else (),
+                benchmark=args.benchmark,
+            )
             c0 = time.process_time()
             for c in cases[: args.sample]:
                 plan_case(c, hosts, one)
@@ -77,22 +82,28 @@ def main() -> None:
     t = time.perf_counter()
     res = simulate(bank, specs, config.sim_config())
     dt = time.perf_counter() - t
-    print(f"\nsimulator: {len(specs)} runs x {config.iterations} iterations x {config.hosts} hosts "
-          f"in {dt:.3f} s = {len(specs) / dt:.0f} runs/s "
-          f"({len(specs) * config.iterations / dt:.2e} host-set iterations/s, {res.steps} steps)")
+    print(
+        f"\nsimulator: {len(specs)} runs x {config.iterations} iterations x {config.hosts} hosts "
+        f"in {dt:.3f} s = {len(specs) / dt:.0f} runs/s "
+        f"({len(specs) * config.iterations / dt:.2e} host-set iterations/s, {res.steps} steps)"
+    )
     t = time.perf_counter()
     oracle(bank, specs, config.sim_config(), config.n)
     print(f"oracle search for {len(specs)} cases: {time.perf_counter() - t:.2f} s")
 
-    print(f"\nwhole experiment: {args.starts} starts x {len(config.reported())} strategies, "
-          f"{config.hosts} hosts, workers={args.workers or os.cpu_count()}")
+    print(
+        f"\nwhole experiment: {args.starts} starts x {len(config.reported())} strategies, "
+        f"{config.hosts} hosts, workers={args.workers or os.cpu_count()}"
+    )
     t, c0 = time.perf_counter(), time.process_time()
     report = run_experiment(traces, config)
     wall = time.perf_counter() - t
     timing = report["config"]["timing"]
-    print(f"  wall {wall:.1f} s (planning {timing['plan_s']:.1f} s), "
-          f"{timing['schedules'] / wall:.1f} schedules/s, {timing['replans']} re-plans; "
-          f"parent CPU {time.process_time() - c0:.1f} s")
+    print(
+        f"  wall {wall:.1f} s (planning {timing['plan_s']:.1f} s), "
+        f"{timing['schedules'] / wall:.1f} schedules/s, {timing['replans']} re-plans; "
+        f"parent CPU {time.process_time() - c0:.1f} s"
+    )
     print()
     print(format_table(report))
     ratios = np.array([r["actual"] / r["oracle"] for r in report["runs"]])

@@ -34,8 +34,9 @@ from ppe.replay.traces import read_traces  # noqa: E402
 class Load:
     """Clients firing the same schedule request; latencies, throughput, server CPU."""
 
-    def __init__(self, base: str, headers: dict[str, str], body: dict[str, object],
-                 server_pid: int) -> None:
+    def __init__(
+        self, base: str, headers: dict[str, str], body: dict[str, object], server_pid: int
+    ) -> None:
         self.base, self.headers, self.body, self.pid = base, headers, body, server_pid
 
     def run(self, clients: int, total: int) -> tuple[list[float], float, float]:
@@ -61,9 +62,11 @@ class Load:
 
     def report(self, clients: int, total: int) -> None:
         lat, rate, cpu_ms = self.run(clients, total)
-        print(f"  {clients:>2} client(s): median {1000 * statistics.median(lat):6.1f} ms, "
-              f"p95 {1000 * lat[int(0.95 * len(lat))]:6.1f} ms, {rate:6.0f} schedules/s; "
-              f"CPU per schedule: server {cpu_ms:.2f} ms, this client {self.client_cpu_ms:.2f} ms")
+        print(
+            f"  {clients:>2} client(s): median {1000 * statistics.median(lat):6.1f} ms, "
+            f"p95 {1000 * lat[int(0.95 * len(lat))]:6.1f} ms, {rate:6.0f} schedules/s; "
+            f"CPU per schedule: server {cpu_ms:.2f} ms, this client {self.client_cpu_ms:.2f} ms"
+        )
 
 
 class SensorFeed(threading.Thread):
@@ -86,17 +89,28 @@ class SensorFeed(threading.Thread):
 
     def run(self) -> None:
         last = [float(self.traces[h % len(self.traces)].timestamps[-1]) for h in range(self.hosts)]
-        with httpx.Client(base_url=self.base, timeout=60,
-                          headers={"Authorization": f"Bearer {self.token}"}) as c:
+        with httpx.Client(
+            base_url=self.base, timeout=60, headers={"Authorization": f"Bearer {self.token}"}
+        ) as c:
             k = 0
             while not self.stop.wait(1 / self.rate):
                 h = k % self.hosts
                 tr = self.traces[h % len(self.traces)]
                 last[h] += 300.0
                 value = float(tr.availability[(k // self.hosts) % tr.availability.size])
-                c.post("/api/v1/measurements", json={"measurements": [
-                    {"resource": f"h{h}", "metric": "cpu", "timestamp": last[h], "value": value}
-                ]}).raise_for_status()
+                c.post(
+                    "/api/v1/measurements",
+                    json={
+                        "measurements": [
+                            {
+                                "resource": f"h{h}",
+                                "metric": "cpu",
+                                "timestamp": last[h],
+                                "value": value,
+                            }
+                        ]
+                    },
+                ).raise_for_status()
                 self.posted += 1
                 k += 1
 
@@ -108,8 +122,12 @@ def server_cpu(pid: int) -> float:
 
 
 def token(db: str, role: str) -> str:
-    out = subprocess.run([sys.executable, "-m", "ppe", "token", "create", "--role", role,
-                          "--db", db], check=True, capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "ppe", "token", "create", "--role", role, "--db", db],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -121,16 +139,33 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--strategy", default="conservative")
     ap.add_argument("--port", type=int, default=18777)
-    ap.add_argument("--sensor-rate", type=float, default=6.4,
-                    help="measurements/s posted during the second pass (64 hosts every 10 s); 0: off")
+    ap.add_argument(
+        "--sensor-rate",
+        type=float,
+        default=6.4,
+        help="measurements/s posted during the second pass (64 hosts every 10 s); 0: off",
+    )
     args = ap.parse_args()
     tmp = tempfile.mkdtemp()
     db = f"sqlite:///{tmp}/bench.db"
     sensor, app = token(db, "sensor"), token(db, "app")
     admin = token(db, "admin")
-    proc = subprocess.Popen([sys.executable, "-m", "ppe", "serve", "--db", db, "--port",
-                             str(args.port), "--workers", str(args.workers),
-                             "--log-level", "warning"])
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "ppe",
+            "serve",
+            "--db",
+            db,
+            "--port",
+            str(args.port),
+            "--workers",
+            str(args.workers),
+            "--log-level",
+            "warning",
+        ]
+    )
     base = f"http://127.0.0.1:{args.port}"
     try:
         for _ in range(600):
@@ -144,16 +179,28 @@ def main() -> None:
         for h in range(args.hosts):
             tr = traces[h % len(traces)]
             for t, v in zip(tr.timestamps[-300:], tr.availability[-300:], strict=True):
-                items.append({"resource": f"h{h}", "metric": "cpu", "timestamp": float(t),
-                              "value": float(v)})
+                items.append(
+                    {"resource": f"h{h}", "metric": "cpu", "timestamp": float(t), "value": float(v)}
+                )
         with httpx.Client(base_url=base, timeout=600) as c:
-            c.post("/api/v1/measurements", json={"measurements": items},
-                   headers={"Authorization": f"Bearer {sensor}"}).raise_for_status()
+            c.post(
+                "/api/v1/measurements",
+                json={"measurements": items},
+                headers={"Authorization": f"Bearer {sensor}"},
+            ).raise_for_status()
             for h in range(args.hosts):
-                c.put(f"/api/v1/resources/h{h}", json={"properties": {"benchmark": 2e-8}},
-                      headers={"Authorization": f"Bearer {admin}"}).raise_for_status()
-        body = {"app": "sor", "n": 8000, "iterations": 100,
-                "hosts": [f"h{h}" for h in range(args.hosts)], "strategy": args.strategy}
+                c.put(
+                    f"/api/v1/resources/h{h}",
+                    json={"properties": {"benchmark": 2e-8}},
+                    headers={"Authorization": f"Bearer {admin}"},
+                ).raise_for_status()
+        body = {
+            "app": "sor",
+            "n": 8000,
+            "iterations": 100,
+            "hosts": [f"h{h}" for h in range(args.hosts)],
+            "strategy": args.strategy,
+        }
         headers = {"Authorization": f"Bearer {app}"}
         t = time.perf_counter()
         with httpx.Client(base_url=base, timeout=600, headers=headers) as c:
@@ -161,14 +208,18 @@ def main() -> None:
         cold = time.perf_counter() - t
         load = Load(base, headers, body, proc.pid)
         load.run(args.clients, 4 * args.clients)  # warm every worker (connections spread)
-        print(f"schedules over HTTP: {args.hosts} hosts, {args.strategy}, "
-              f"{args.workers} worker(s); first request (cold forecasts) {cold:.2f} s")
+        print(
+            f"schedules over HTTP: {args.hosts} hosts, {args.strategy}, "
+            f"{args.workers} worker(s); first request (cold forecasts) {cold:.2f} s"
+        )
         print(" unchanged data (repeat requests reuse the worker's plan):")
         for clients in sorted({1, args.clients}):
             load.report(clients, args.requests if clients > 1 else args.requests // 4)
         if args.sensor_rate > 0:
-            print(f" live sensors: one new cpu measurement every {1 / args.sensor_rate:.2f} s, "
-                  "each one a new plan on every worker:")
+            print(
+                f" live sensors: one new cpu measurement every {1 / args.sensor_rate:.2f} s, "
+                "each one a new plan on every worker:"
+            )
             feed = SensorFeed(base, sensor, traces, args.hosts, args.sensor_rate)
             with feed:
                 for clients in sorted({1, args.clients}):

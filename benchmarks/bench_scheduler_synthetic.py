@@ -24,30 +24,45 @@ ROWS = 4000
 
 def comparison(n: int, scenario: str, actual_samples: int) -> list[dict[str, Any]]:
     hosts = synthetic_hosts(n, scenario, seed=0, total_rows=ROWS)
-    res = compare_strategies(hosts, ROWS, STRATEGIES, actual_samples=actual_samples,
-                             plan_seed=0, actual_seed=12345)
+    res = compare_strategies(
+        hosts, ROWS, STRATEGIES, actual_samples=actual_samples, plan_seed=0, actual_seed=12345
+    )
     base = res["mean"]
     rows = []
     for name, o in res.items():
         diff, se = paired_difference(o.actuals, base.actuals)
-        rows.append({"hosts": n, "scenario": scenario, "strategy": name,
-                     "predicted_mean": o.predicted_mean, "mean": o.mean, "p50": o.p50,
-                     "p95": o.p95, "vs_mean": diff, "vs_mean_se": se,
-                     "p95_vs_mean_pct": 100 * (o.p95 / base.p95 - 1)})
+        rows.append(
+            {
+                "hosts": n,
+                "scenario": scenario,
+                "strategy": name,
+                "predicted_mean": o.predicted_mean,
+                "mean": o.mean,
+                "p50": o.p50,
+                "p95": o.p95,
+                "vs_mean": diff,
+                "vs_mean_se": se,
+                "p95_vs_mean_pct": 100 * (o.p95 / base.p95 - 1),
+            }
+        )
     return rows
 
 
 def print_table(rows: list[dict[str, Any]]) -> None:
-    head = (f"{'strategy':18s} {'predicted':>9s} {'mean':>8s} {'p95':>8s} "
-            f"{'mean - mean(mean)':>19s} {'p95 vs mean':>11s}")
+    head = (
+        f"{'strategy':18s} {'predicted':>9s} {'mean':>8s} {'p95':>8s} "
+        f"{'mean - mean(mean)':>19s} {'p95 vs mean':>11s}"
+    )
     current = None
     for r in rows:
         if (r["hosts"], r["scenario"]) != current:
             current = (r["hosts"], r["scenario"])
             print(f"\n{r['hosts']} hosts, {r['scenario']}  (makespan, seconds)")
             print(head)
-        print(f"{r['strategy']:18s} {r['predicted_mean']:9.2f} {r['mean']:8.2f} {r['p95']:8.2f} "
-              f"{r['vs_mean']:+10.3f} ± {r['vs_mean_se']:6.3f} {r['p95_vs_mean_pct']:+10.1f}%")
+        print(
+            f"{r['strategy']:18s} {r['predicted_mean']:9.2f} {r['mean']:8.2f} {r['p95']:8.2f} "
+            f"{r['vs_mean']:+10.3f} ± {r['vs_mean_se']:6.3f} {r['p95_vs_mean_pct']:+10.1f}%"
+        )
 
 
 def timings(n: int, scenario: str, repeats: int) -> dict[str, dict[str, float]]:
@@ -64,8 +79,11 @@ def timings(n: int, scenario: str, repeats: int) -> dict[str, dict[str, float]]:
             schedule(hosts, ROWS, name)
             wall.append(time.perf_counter() - start)
             cpu.append(time.thread_time() - start_cpu)
-        out[name] = {"first_ms": 1e3 * first, "median_ms": 1e3 * statistics.median(wall),
-                     "cpu_median_ms": 1e3 * statistics.median(cpu)}
+        out[name] = {
+            "first_ms": 1e3 * first,
+            "median_ms": 1e3 * statistics.median(wall),
+            "cpu_median_ms": 1e3 * statistics.median(cpu),
+        }
     return out
 
 
@@ -77,18 +95,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args(argv)
 
-    rows = [r for n in args.hosts for sc in SCENARIOS
-            for r in comparison(n, sc, args.actual_samples)]
+    rows = [
+        r for n in args.hosts for sc in SCENARIOS for r in comparison(n, sc, args.actual_samples)
+    ]
     print_table(rows)
 
     times = {sc: timings(64, sc, args.repeats) for sc in ("low-variance", "heterogeneous")}
     for sc, per in times.items():
-        print(f"\nschedule() for 64 hosts, {ROWS} rows, 4000 samples, {sc} "
-              f"(in-process, {args.repeats} repeats)")
+        print(
+            f"\nschedule() for 64 hosts, {ROWS} rows, 4000 samples, {sc} "
+            f"(in-process, {args.repeats} repeats)"
+        )
         print(f"{'strategy':18s} {'median ms':>10s} {'median CPU ms':>14s} {'first call ms':>14s}")
         for name, t in per.items():
-            print(f"{name:18s} {t['median_ms']:10.2f} {t['cpu_median_ms']:14.2f} "
-                  f"{t['first_ms']:14.1f}")
+            print(
+                f"{name:18s} {t['median_ms']:10.2f} {t['cpu_median_ms']:14.2f} "
+                f"{t['first_ms']:14.1f}"
+            )
     if args.json:
         with open(args.json, "w") as fh:
             json.dump({"comparison": rows, "timings_64_hosts": times}, fh, indent=2)

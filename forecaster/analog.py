@@ -83,14 +83,24 @@ class AnalogOptions:
 
 DAY_S = 86400.0
 
-CPU_ANALOG = AnalogOptions(relative=True, epoch_band=0.1, background="state",
-                           unconditional_weight=0.5, clock_hazard=True, recency_s=3 * DAY_S)
+CPU_ANALOG = AnalogOptions(
+    relative=True,
+    epoch_band=0.1,
+    background="state",
+    unconditional_weight=0.5,
+    clock_hazard=True,
+    recency_s=3 * DAY_S,
+)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
 def analog_values(
-    timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float | None,
-    opts: AnalogOptions = CPU_ANALOG, conditional: bool = True,
+    timestamps: FloatArray,
+    values: FloatArray,
+    now: float,
+    horizon_s: float | None,
+    opts: AnalogOptions = CPU_ANALOG,
+    conditional: bool = True,
 ) -> FloatArray | None:
     """Run-average availability of the past starts whose preceding state is nearest now's
     (see :func:`_analogues`, which also says when each of them started)."""
@@ -105,8 +115,12 @@ class _Analogues(NamedTuple):
 
 
 def _analogues(
-    timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float | None,
-    opts: AnalogOptions, conditional: bool,
+    timestamps: FloatArray,
+    values: FloatArray,
+    now: float,
+    horizon_s: float | None,
+    opts: AnalogOptions,
+    conditional: bool,
 ) -> _Analogues | None:
     """Run-average availability of the past starts whose preceding state is nearest now's.
 
@@ -135,8 +149,9 @@ def _analogues(
         if opts.epoch_band > 0:
             band = opts.epoch_band * float(np.ptp(xs))
             cap = max(1, int(round(opts.epoch_cap_s / sample_spacing(ts))))
-            ages = np.log1p(_epoch_ages(xs, np.append(j, xs.size), np.append(state, now_state),
-                                        band, cap))
+            ages = np.log1p(
+                _epoch_ages(xs, np.append(j, xs.size), np.append(state, now_state), band, cap)
+            )
             dist = np.maximum(dist, _rank(np.abs(ages[:-1] - ages[-1])))
         nearest = j[np.argpartition(dist, k - 1)[:k]]
     else:
@@ -163,8 +178,9 @@ def _rank(d: FloatArray) -> FloatArray:
     return out
 
 
-def _epoch_ages(xs: FloatArray, ends: NDArray[np.int64], level: FloatArray, band: float,
-                cap: int) -> FloatArray:
+def _epoch_ages(
+    xs: FloatArray, ends: NDArray[np.int64], level: FloatArray, band: float, cap: int
+) -> FloatArray:
     """For each end index: how many samples just before it stayed within ``band`` of
     ``level`` (capped at ``cap``) — how long the present load epoch has lasted.
 
@@ -197,8 +213,9 @@ def _epoch_ages(xs: FloatArray, ends: NDArray[np.int64], level: FloatArray, band
     return out
 
 
-def _first_passage(csum: FloatArray, xs: FloatArray, starts: NDArray[np.int64],
-                   width: int) -> FloatArray:
+def _first_passage(
+    csum: FloatArray, xs: FloatArray, starts: NDArray[np.int64], width: int
+) -> FloatArray:
     """Availability each analogue *effectively* delivered to a run of ``width`` samples.
 
     The run's work is what the host typically does in ``width`` samples; the analogue's
@@ -235,7 +252,7 @@ def _kernel_components(
     sd = float(x.std())
     q75, q25 = np.percentile(x, [75, 25])
     scale = min(sd, (q75 - q25) / 1.34) if q75 > q25 else sd
-    h = max(0.9 * scale * n ** -0.2, opts.floor_std, opts.floor_rel * abs(float(x.mean())))
+    h = max(0.9 * scale * n**-0.2, opts.floor_std, opts.floor_rel * abs(float(x.mean())))
     groups = np.array_split(x, min(parts, n))
     weights = np.array([g.size for g in groups], dtype=np.float64) / n
     means = np.array([g.mean() for g in groups])
@@ -252,8 +269,11 @@ def kernel_distribution(
     if background is not None and background.size and opts.unconditional_weight > 0:
         bw, bm, bsd = _kernel_components(background, opts, max(4, opts.components // 2))
         e = opts.unconditional_weight
-        w, m, sd = (np.concatenate(((1 - e) * w, e * bw)), np.concatenate((m, bm)),
-                    np.concatenate((sd, bsd)))
+        w, m, sd = (
+            np.concatenate(((1 - e) * w, e * bw)),
+            np.concatenate((m, bm)),
+            np.concatenate((sd, bsd)),
+        )
     w = w / w.sum()
     mean = float(np.dot(w, m))
     std = float(math.sqrt(max(float(np.dot(w, sd**2 + (m - mean) ** 2)), 0.0)))
@@ -265,7 +285,10 @@ def kernel_distribution(
 
 
 def analog_horizon(
-    timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float | None,
+    timestamps: FloatArray,
+    values: FloatArray,
+    now: float,
+    horizon_s: float | None,
     opts: AnalogOptions = CPU_ANALOG,
 ) -> Distribution | None:
     """The run-average distribution conditioned on the present; None when history is short."""
@@ -276,15 +299,15 @@ def analog_horizon(
     weights = _recency_weights(found.starts, now, opts.recency_s)
     state_only = None
     if opts.epoch_band > 0 and (opts.background == "state" or opts.clock_hazard):
-        state_only = _analogues(timestamps, values, now, horizon_s,
-                                replace(opts, epoch_band=0.0), True)
+        state_only = _analogues(
+            timestamps, values, now, horizon_s, replace(opts, epoch_band=0.0), True
+        )
     background = None
     if opts.unconditional_weight > 0:
         if opts.epoch_band > 0 and opts.background == "state":
             background = None if state_only is None else state_only.outcomes
         else:
-            background = analog_values(timestamps, values, now, horizon_s, opts,
-                                       conditional=False)
+            background = analog_values(timestamps, values, now, horizon_s, opts, conditional=False)
     if opts.clock_hazard:
         ref = found if state_only is None else state_only
         factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
@@ -300,8 +323,9 @@ def _falls(outcomes: FloatArray, level: float) -> NDArray[np.bool_]:
     return out
 
 
-def _clock_factor(outcomes: FloatArray, starts: FloatArray, level: float, now: float,
-                  opts: AnalogOptions) -> float:
+def _clock_factor(
+    outcomes: FloatArray, starts: FloatArray, level: float, now: float, opts: AnalogOptions
+) -> float:
     """How much likelier a fall is at this hour of the day than over the whole day.
 
     Among analogues of the present state, the share that fell when they started within
@@ -315,12 +339,14 @@ def _clock_factor(outcomes: FloatArray, starts: FloatArray, level: float, now: f
         return 1.0
     near = _clock_distance(starts, now) <= opts.clock_window_s / 2
     rate = (float(fell[near].sum()) + opts.clock_prior * overall) / (
-        float(near.sum()) + opts.clock_prior)
+        float(near.sum()) + opts.clock_prior
+    )
     return rate / overall
 
 
-def _fall_weights(outcomes: FloatArray, level: float, factor: float,
-                  weights: FloatArray | None = None) -> FloatArray:
+def _fall_weights(
+    outcomes: FloatArray, level: float, factor: float, weights: FloatArray | None = None
+) -> FloatArray:
     """Weights (on top of ``weights``) that scale the odds of a fall among ``outcomes`` by
     ``factor``."""
     w = np.ones(outcomes.size) if weights is None else np.asarray(weights, dtype=np.float64)

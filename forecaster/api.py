@@ -139,16 +139,22 @@ def forecast_series(
         raise InsufficientData(int(xs.size), cfg.min_samples)
     last = float(ts[-1])
     at = last if now is None else float(now)
-    step = _one_step(xs, cfg, confidence, state if state is not None and
-                     state.last_timestamp == last else None)
+    step = _one_step(
+        xs, cfg, confidence, state if state is not None and state.last_timestamp == last else None
+    )
     spacing = sample_spacing(ts)
     horizon = spacing if horizon_s is None else float(horizon_s)
     key = (xs.size, last, horizon, now, lookback_s, fit_options, analog)
     dist = fit_cache.get(key) if fit_cache is not None else None
     if dist is None:
         dist = series_distribution(
-            ts, xs, now=now, horizon_s=horizon, lookback_s=lookback_s,
-            fit_options=fit_options, analog=analog,
+            ts,
+            xs,
+            now=now,
+            horizon_s=horizon,
+            lookback_s=lookback_s,
+            fit_options=fit_options,
+            analog=analog,
         )
         if fit_cache is not None:
             fit_cache[key] = dist
@@ -224,5 +230,4 @@ def series_distribution(
         dist = analog_horizon(ts, xs, end, horizon_s, analog)
         if dist is not None:
             return dist
-    return horizon_distribution(ts, xs, horizon_s, end, lookback_s=lookback_s,
-                                options=fit_options)
+    return horizon_distribution(ts, xs, horizon_s, end, lookback_s=lookback_s, options=fit_options)

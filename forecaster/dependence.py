@@ -77,8 +77,9 @@ def co_movement(
     return _regularised(corr, shrink)
 
 
-def _before(ts: FloatArray, xs: FloatArray, now: float,
-            lookback_s: float) -> tuple[FloatArray, FloatArray]:
+def _before(
+    ts: FloatArray, xs: FloatArray, now: float, lookback_s: float
+) -> tuple[FloatArray, FloatArray]:
     t = np.asarray(ts, dtype=np.float64)
     x = np.asarray(xs, dtype=np.float64)
     keep = (t < now) & (t >= now - lookback_s - 86400.0) & np.isfinite(x)

@@ -34,10 +34,17 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--host", default="127.0.0.1")
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--workers", type=int, default=1)
-    serve.add_argument("--demo-auth", action="store_true",
-                       help="requests without a token act as admin (local trials only)")
-    serve.add_argument("--trace-dir", action="append", default=[],
-                       help="directory of server-side traces replay jobs may use")
+    serve.add_argument(
+        "--demo-auth",
+        action="store_true",
+        help="requests without a token act as admin (local trials only)",
+    )
+    serve.add_argument(
+        "--trace-dir",
+        action="append",
+        default=[],
+        help="directory of server-side traces replay jobs may use",
+    )
     serve.add_argument("--log-level", default="info")
 
     token = sub.add_parser("token", help="manage API tokens")

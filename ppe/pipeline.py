@@ -142,7 +142,8 @@ class HistoryForecasts:
         if key not in self._dependence:
             series = [(self.histories[n].timestamps, self.histories[n].cpu) for n in names]
             self._dependence[key] = forecaster.co_movement(
-                series, self.now, key[1], lookback_s=self.cpu_options.lookback_s)
+                series, self.now, key[1], lookback_s=self.cpu_options.lookback_s
+            )
         return self._dependence[key]
 
     def mode(self, name: str) -> tuple[bool, float]:
@@ -172,7 +173,10 @@ class HistoryForecasts:
         key = (name, metric, horizon)
         if key not in self._distributions:
             self._distributions[key] = forecaster.series_distribution(
-                ts, xs, now=self.now, horizon_s=horizon,
+                ts,
+                xs,
+                now=self.now,
+                horizon_s=horizon,
                 analog=opts if self.method == "analog" else None,
             )
         return self._distributions[key]
@@ -270,9 +274,7 @@ def resolve_model(app: Any) -> Any:
     return core.get_model(app)
 
 
-def host_inputs(
-    hosts: Sequence[HostMeta], forecasts: Mapping[str, HostForecasts]
-) -> list[Any]:
+def host_inputs(hosts: Sequence[HostMeta], forecasts: Mapping[str, HostForecasts]) -> list[Any]:
     """Model inputs in chain order: each host's CPU and its links to chain neighbours."""
     out = []
     for i, h in enumerate(hosts):
@@ -455,6 +457,7 @@ def plan(
     if not hosts:
         raise ValueError("no hosts to schedule on")
     model = resolve_model(app)
+
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
@@ -486,6 +489,7 @@ def predict_allocation(
     clean = {h.name: int(rows[h.name]) for h in hosts}
     if any(r < 0 for r in clean.values()):
         raise ValueError("rows must be non-negative")
+
     def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
         forecasts = dict(forecasts_for(horizon))
         pred, per_host = _predict(model, params, hosts, forecasts, clean, opts)

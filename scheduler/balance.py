@@ -123,14 +123,16 @@ def level_formula(total: float, a: FloatArray, b: FloatArray) -> float:
     return float((total + np.sum(b / a)) / np.sum(1.0 / a))
 
 
-def rows_at(level: FloatArray | float, a: FloatArray, b: FloatArray,
-            lo: FloatArray, hi: FloatArray) -> FloatArray:
+def rows_at(
+    level: FloatArray | float, a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray
+) -> FloatArray:
     """Continuous rows each host takes to finish at ``level``, clipped to its bounds."""
     return np.clip((np.asarray(level)[..., None] - b) / a, lo, hi)
 
 
-def level_time(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray,
-               total_rows: int) -> float:
+def level_time(
+    a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray, total_rows: int
+) -> float:
     """The balanced level T: ``sum clip((T - b) / a, lo, hi) = total_rows`` (water-filling)."""
     check_feasible(lo, hi, total_rows)
     starts = b + a * lo  # from here up, a host takes rows above its lower bound
@@ -150,8 +152,9 @@ def level_time(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray,
     return level_formula(total_rows - fixed, a[active], b[active])
 
 
-def balance_rows(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray,
-                 total_rows: int) -> IntArray:
+def balance_rows(
+    a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray, total_rows: int
+) -> IntArray:
     """Integer rows summing to ``total_rows`` that minimise the largest ``a*rows + b``.
 
     Floors of the continuous solution all finish by the level T; the leftover rows (fewer than
@@ -168,8 +171,9 @@ def balance_rows(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray,
     return rows
 
 
-def _settle(rows: IntArray, a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray,
-            total_rows: int) -> None:
+def _settle(
+    rows: IntArray, a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray, total_rows: int
+) -> None:
     """Add (or, after rounding noise, remove) rows greedily until they sum to ``total_rows``."""
     missing = total_rows - int(rows.sum())
     if missing > 0:

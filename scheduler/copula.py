@@ -47,8 +47,7 @@ def check_dependence(dependence: ArrayLike | None, n: int) -> FloatArray | None:
     return c
 
 
-def couple(draws: FloatArray, dependence: FloatArray | None, seed: int,
-           stream: int) -> FloatArray:
+def couple(draws: FloatArray, dependence: FloatArray | None, seed: int, stream: int) -> FloatArray:
     """``draws`` (hosts x samples) reordered per host so their ranks follow correlated normals.
 
     Deterministic in (``seed``, ``stream``): every allocation a strategy compares is judged on

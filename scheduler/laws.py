@@ -235,10 +235,12 @@ def mixture_quantiles(c: Components, probs: Sequence[float]) -> FloatArray:
     sd = np.where(c.s > 0, c.s, 1e-300)[:, None, :]
     w, m = c.w[:, None, :], c.m[:, None, :]
     p = np.asarray(probs, dtype=np.float64)[None, :]
-    lo = np.broadcast_to(np.where(live, c.m - 9 * c.s, np.inf).min(axis=1)[:, None],
-                         (c.w.shape[0], p.size)).copy()
-    hi = np.broadcast_to(np.where(live, c.m + 9 * c.s, -np.inf).max(axis=1)[:, None],
-                         lo.shape).copy()
+    lo = np.broadcast_to(
+        np.where(live, c.m - 9 * c.s, np.inf).min(axis=1)[:, None], (c.w.shape[0], p.size)
+    ).copy()
+    hi = np.broadcast_to(
+        np.where(live, c.m + 9 * c.s, -np.inf).max(axis=1)[:, None], lo.shape
+    ).copy()
     for _ in range(12):
         mid = (lo + hi) / 2
         below = (w * ndtr((mid[..., None] - m) / sd)).sum(axis=2) < p
@@ -253,8 +255,14 @@ def mixture_quantiles(c: Components, probs: Sequence[float]) -> FloatArray:
     return x
 
 
-def draw_components(c: Components, slots: NDArray[np.int64], size: int, seed: int,
-                    stream: int, out: FloatArray | None = None) -> FloatArray:
+def draw_components(
+    c: Components,
+    slots: NDArray[np.int64],
+    size: int,
+    seed: int,
+    stream: int,
+    out: FloatArray | None = None,
+) -> FloatArray:
     """(n, size) draws: the normal slot gives the value, the uniform slot picks the component.
 
     Work is in place and mixtures go row by row: large temporaries cost more in page faults
@@ -284,8 +292,14 @@ def draw_components(c: Components, slots: NDArray[np.int64], size: int, seed: in
     return out
 
 
-def draw(laws: Sequence[Law], slots: Sequence[int], size: int, seed: int, stream: int,
-         scale: FloatArray | None = None) -> FloatArray:
+def draw(
+    laws: Sequence[Law],
+    slots: Sequence[int],
+    size: int,
+    seed: int,
+    stream: int,
+    scale: FloatArray | None = None,
+) -> FloatArray:
     """``scale[i] * X_i`` sampled ``size`` times for each law, from CRN slot ``slots[i]``.
 
     Returns an (n, size) array the caller may modify.

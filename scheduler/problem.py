@@ -76,8 +76,7 @@ class Problem:
     def __post_init__(self) -> None:
         check_names(self.names)
         check_params(self.k, self.quantile, self.samples, self.seed)
-        object.__setattr__(self, "dependence", check_dependence(self.dependence,
-                                                                len(self.hosts)))
+        object.__setattr__(self, "dependence", check_dependence(self.dependence, len(self.hosts)))
         object.__setattr__(self, "a", tuple(_law(h, "a") for h in self.hosts))
         object.__setattr__(self, "b", tuple(_law(h, "b") for h in self.hosts))
         lo, hi = bounds_arrays([(h.min_rows, h.max_rows) for h in self.hosts])
@@ -133,8 +132,9 @@ def b_slots(n: int) -> list[int]:
     return list(range(1, 2 * n, 2))
 
 
-def sample_ab(a: Sequence[Law], b: Sequence[Law], size: int, seed: int,
-              stream: int) -> tuple[FloatArray, FloatArray]:
+def sample_ab(
+    a: Sequence[Law], b: Sequence[Law], size: int, seed: int, stream: int
+) -> tuple[FloatArray, FloatArray]:
     n = len(a)
     a_s = draw(a, a_slots(n), size, seed, stream)
     if all(law.std == 0.0 for law in b):
@@ -142,9 +142,16 @@ def sample_ab(a: Sequence[Law], b: Sequence[Law], size: int, seed: int,
     return a_s, draw(b, b_slots(n), size, seed, stream)
 
 
-def sample_times(a: Sequence[Law], b: Sequence[Law], rows: IntArray, size: int, seed: int,
-                 stream: int, out: FloatArray | None = None,
-                 dependence: FloatArray | None = None) -> FloatArray:
+def sample_times(
+    a: Sequence[Law],
+    b: Sequence[Law],
+    rows: IntArray,
+    size: int,
+    seed: int,
+    stream: int,
+    out: FloatArray | None = None,
+    dependence: FloatArray | None = None,
+) -> FloatArray:
     """(n, size) draws of each host's time ``a * rows + b`` (0 for hosts given no rows),
     coupled by ``dependence`` (see :class:`Problem`).
 
@@ -166,8 +173,9 @@ def sample_times(a: Sequence[Law], b: Sequence[Law], rows: IntArray, size: int, 
             t = out
         if known.any():
             idx = np.flatnonzero(known)
-            c = affine(components([a[int(i)] for i in idx]), r[idx],
-                       components([b[int(i)] for i in idx]))
+            c = affine(
+                components([a[int(i)] for i in idx]), r[idx], components([b[int(i)] for i in idx])
+            )
             t[idx] = draw_components(c, slots[idx], size, seed, stream)
     if dependence is not None:
         t[...] = couple(t, dependence, seed, stream)

@@ -54,7 +54,10 @@ class ReplanPolicy:
 
 
 def migration_seconds(
-    old_rows: Sequence[int], new_rows: Sequence[int], row_bytes: float, bandwidth: float,
+    old_rows: Sequence[int],
+    new_rows: Sequence[int],
+    row_bytes: float,
+    bandwidth: float,
     latency: float,
 ) -> float:
     """Time to move from one strip decomposition to another along the chain.

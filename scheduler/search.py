@@ -69,8 +69,10 @@ class Goal:
             if size < 20:
                 return True
             kth = self._kth(size)
-            d = (np.partition(new[: BATCHES * size].reshape(BATCHES, size), kth, axis=1)[:, kth]
-                 - np.partition(old[: BATCHES * size].reshape(BATCHES, size), kth, axis=1)[:, kth])
+            d = (
+                np.partition(new[: BATCHES * size].reshape(BATCHES, size), kth, axis=1)[:, kth]
+                - np.partition(old[: BATCHES * size].reshape(BATCHES, size), kth, axis=1)[:, kth]
+            )
         mean = float(d.mean())
         return mean < 0 and mean < -Z * float(d.std(ddof=1)) / math.sqrt(d.size)
 
@@ -127,8 +129,11 @@ def minimise_expected(problem: Problem) -> IntArray:
         if m < best_m:
             best, best_m = rows, m
         # a host with few rows still pays its fixed time b: try the schedule without it
-        small = [int(p) for p in np.argsort(rows, kind="stable")
-                 if 0 < rows[p] and lo[p] == 0 and not dropped[p]]
+        small = [
+            int(p)
+            for p in np.argsort(rows, kind="stable")
+            if 0 < rows[p] and lo[p] == 0 and not dropped[p]
+        ]
         if not small or rows[small[0]] * float(np.mean(a_s[small[0]])) > 2 * _fixed(b_s, small[0]):
             break
         dropped[small[0]] = True
@@ -143,8 +148,9 @@ def minimise_expected(problem: Problem) -> IntArray:
 SHRINK = (0.0, 0.25, 0.5, 0.75, 1.0)
 
 
-def _validated(problem: Problem, start: IntArray, best: IntArray,
-               held_out: tuple[FloatArray, FloatArray]) -> IntArray:
+def _validated(
+    problem: Problem, start: IntArray, best: IntArray, held_out: tuple[FloatArray, FloatArray]
+) -> IntArray:
     """The point on the segment mean-balanced -> optimum that does best on *fresh* draws.
 
     The optimum on the draws also fits their noise (on 8 identical low-variance hosts it moved
@@ -159,8 +165,9 @@ def _validated(problem: Problem, start: IntArray, best: IntArray,
     base = _times(a_v, b_v, start).max(axis=0)
     out, out_m = start, float(base.mean())
     for lam in SHRINK[1:]:
-        cand = best if lam == 1 else _round(start + lam * (best - start), lo, hi,
-                                            problem.total_rows)
+        cand = (
+            best if lam == 1 else _round(start + lam * (best - start), lo, hi, problem.total_rows)
+        )
         m = _times(a_v, b_v, cand).max(axis=0)
         if float(m.mean()) < out_m and Goal("mean", 0.5).better(m, base):
             out, out_m = cand, float(m.mean())
@@ -171,8 +178,12 @@ FALL = 2.0  # a draw at least this many times slower than the host's median is a
 HEDGE = 0.5  # a host cut below this share of its balanced rows is being hedged against one
 
 
-def _stall_aware(problem: Problem, start: IntArray, rows: IntArray,
-                 held_out: tuple[FloatArray, FloatArray] | None = None) -> IntArray:
+def _stall_aware(
+    problem: Problem,
+    start: IntArray,
+    rows: IntArray,
+    held_out: tuple[FloatArray, FloatArray] | None = None,
+) -> IntArray:
     """``rows``, or the same schedule with its partly hedged hosts cut to a share that keeps
     pace through a stall, if the mean makespan under synchronisation (:func:`_sync_makespan`,
     on the held-out draws ``held_out``, drawn here if not given) is lower by more than its
@@ -200,8 +211,9 @@ def _stall_aware(problem: Problem, start: IntArray, rows: IntArray,
     cut = np.where(hedged, keep, rows).astype(np.float64)
     cut[rest] += (problem.total_rows - cut.sum()) * cut[rest] / cut[rest].sum()
     _, hi = _row_bounds(problem)
-    cut_rows = _round(cut, np.where(rest, problem.lo, cut), np.where(rest, hi, cut),
-                      problem.total_rows)
+    cut_rows = _round(
+        cut, np.where(rest, problem.lo, cut), np.where(rest, hi, cut), problem.total_rows
+    )
     if int(cut_rows.sum()) != problem.total_rows:
         return rows
     before = _sync_makespan(a_v, b_v, rows, med, deep)
@@ -221,8 +233,9 @@ def _pacing_rows(length: float, deep: FloatArray) -> IntArray:
     return out
 
 
-def _sync_makespan(a_s: FloatArray, b_s: FloatArray, rows: IntArray, med: FloatArray,
-                   deep: FloatArray) -> FloatArray:
+def _sync_makespan(
+    a_s: FloatArray, b_s: FloatArray, rows: IntArray, med: FloatArray, deep: FloatArray
+) -> FloatArray:
     """Makespan per draw when a stalling host holds back every iteration.
 
     A draw at least ``FALL`` times slower than the host's median is read as a stall at the
@@ -251,8 +264,9 @@ def _mean_makespan(a_s: FloatArray, b_s: FloatArray, rows: IntArray) -> float:
     return float(_times(a_s, b_s, rows).max(axis=0).mean())
 
 
-def _solve(a_s: FloatArray, b_s: FloatArray, lo: FloatArray, hi: FloatArray, total: int,
-           start: IntArray) -> IntArray | None:
+def _solve(
+    a_s: FloatArray, b_s: FloatArray, lo: FloatArray, hi: FloatArray, total: int, start: IntArray
+) -> IntArray | None:
     """Continuous minimiser over hosts with ``hi > 0``, rounded to integers; None if none."""
     use = np.flatnonzero(hi > 0)
     if use.size == 0 or lo[use].sum() > total or hi[use].sum() < total:
@@ -283,8 +297,9 @@ def _feasible(r: FloatArray, lo: FloatArray, hi: FloatArray, total: float) -> Fl
     return out
 
 
-def _smooth(r: FloatArray, a: FloatArray, b: FloatArray, tau: float,
-            hessian: bool) -> tuple[float, FloatArray, FloatArray | None]:
+def _smooth(
+    r: FloatArray, a: FloatArray, b: FloatArray, tau: float, hessian: bool
+) -> tuple[float, FloatArray, FloatArray | None]:
     """Mean over draws of ``tau * logsumexp(t / tau)``, its gradient and Hessian in ``r``."""
     t = a * r[:, None]
     t += b
@@ -302,8 +317,9 @@ def _smooth(r: FloatArray, a: FloatArray, b: FloatArray, tau: float,
     return f, g, h
 
 
-def _newton(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray, r: FloatArray,
-            tau: float) -> FloatArray:
+def _newton(
+    a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray, r: FloatArray, tau: float
+) -> FloatArray:
     """Active-set Newton on the smoothed objective with ``sum r`` fixed and ``lo <= r <= hi``."""
     eps = 1e-9 * max(1.0, float(r.sum()))
     fixed = (r <= lo + eps) | (r >= hi - eps)
@@ -311,14 +327,20 @@ def _newton(a: FloatArray, b: FloatArray, lo: FloatArray, hi: FloatArray, r: Flo
         f, g, h = _smooth(r, a, b, tau, True)
         assert h is not None
         free = np.flatnonzero(~fixed)
-        d_free = _direction(g[free], h[np.ix_(free, free)]) if free.size > 1 else np.zeros(
-            free.size)
+        d_free = (
+            _direction(g[free], h[np.ix_(free, free)]) if free.size > 1 else np.zeros(free.size)
+        )
         slope = float(g[free] @ d_free)
         if not slope < -1e-12 * abs(f):
             # optimal on the free set: free a bound host whose multiplier says it should move
             nu = float(g[free].mean()) if free.size else 0.0
-            release = np.flatnonzero(fixed & (((r <= lo + eps) & (g < nu) & (hi > lo + eps))
-                                              | ((r >= hi - eps) & (g > nu) & (r > lo + eps))))
+            release = np.flatnonzero(
+                fixed
+                & (
+                    ((r <= lo + eps) & (g < nu) & (hi > lo + eps))
+                    | ((r >= hi - eps) & (g > nu) & (r > lo + eps))
+                )
+            )
             if release.size == 0:
                 break
             fixed[release[np.argmax(np.abs(g[release] - nu))]] = False
@@ -350,8 +372,9 @@ def _direction(g: FloatArray, h: FloatArray) -> FloatArray:
     kkt[:k, k] = 1.0
     kkt[k, :k] = 1.0
     try:
-        d: FloatArray = np.asarray(np.linalg.solve(kkt, np.concatenate((-g, [0.0])))[:k],
-                                   dtype=np.float64)
+        d: FloatArray = np.asarray(
+            np.linalg.solve(kkt, np.concatenate((-g, [0.0])))[:k], dtype=np.float64
+        )
     except np.linalg.LinAlgError:
         d = -(g - g.mean())
     if not float(g @ d) < 0:
@@ -402,8 +425,9 @@ def _times(a_s: FloatArray, b_s: FloatArray, rows: IntArray) -> FloatArray:
     return t
 
 
-def _descend(problem: Problem, a_s: FloatArray, b_s: FloatArray, rows: IntArray,
-             goal: Goal, max_evals: int) -> IntArray:
+def _descend(
+    problem: Problem, a_s: FloatArray, b_s: FloatArray, rows: IntArray, goal: Goal, max_evals: int
+) -> IntArray:
     t = _times(a_s, b_s, rows)
     m = t.max(axis=0)
     used = max(1, int(np.count_nonzero(rows)))
@@ -452,16 +476,31 @@ def _donors(crit: FloatArray, rows: IntArray, lo: FloatArray, step: int) -> list
     return ok[:DONORS]
 
 
-def _receivers(crit: FloatArray, rows: IntArray, hi: FloatArray, step: int,
-               a_mean: FloatArray, b_mean: FloatArray) -> list[int]:
+def _receivers(
+    crit: FloatArray,
+    rows: IntArray,
+    hi: FloatArray,
+    step: int,
+    a_mean: FloatArray,
+    b_mean: FloatArray,
+) -> list[int]:
     after = a_mean * (rows + step) + b_mean
     order = np.lexsort((after, crit))
     ok = [int(p) for p in order if rows[p] + step <= hi[p]]
     return ok[:RECEIVERS]
 
 
-def _try_move(t: FloatArray, a_s: FloatArray, b_s: FloatArray, rows: IntArray, d: int,
-              q: int, step: int, goal: Goal, m: FloatArray) -> FloatArray | None:
+def _try_move(
+    t: FloatArray,
+    a_s: FloatArray,
+    b_s: FloatArray,
+    rows: IntArray,
+    d: int,
+    q: int,
+    step: int,
+    goal: Goal,
+    m: FloatArray,
+) -> FloatArray | None:
     """Move ``step`` rows d -> q in place if that beats the objective; else leave all as is."""
     old_d, old_q = t[d].copy(), t[q].copy()
     rd, rq = rows[d] - step, rows[q] + step

@@ -42,11 +42,20 @@ class _Result:
     score: float
 
 
-def select_resources(candidates: Sequence[str], evaluate: Evaluate, total_rows: int,
-                     strategy: str = "mean", *, k: float = 2.0, quantile: float = 0.95,
-                     samples: int = 4000, seed: int = 0, confidence: float = 0.95,
-                     criterion: str = "mean",
-                     search_strategy: str | None = None) -> tuple[list[str], Schedule]:
+def select_resources(
+    candidates: Sequence[str],
+    evaluate: Evaluate,
+    total_rows: int,
+    strategy: str = "mean",
+    *,
+    k: float = 2.0,
+    quantile: float = 0.95,
+    samples: int = 4000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    criterion: str = "mean",
+    search_strategy: str | None = None,
+) -> tuple[list[str], Schedule]:
     """The chain order (a subset of ``candidates``) and its schedule minimising the makespan.
 
     ``criterion``: "mean" (predicted makespan mean) or "upper" (upper end of its interval at
@@ -65,8 +74,7 @@ def select_resources(candidates: Sequence[str], evaluate: Evaluate, total_rows: 
         raise ValueError(f"criterion must be one of {CRITERIA}, got {criterion!r}")
     if search_strategy is None:
         search_strategy = "mean" if strategy in MONTE_CARLO_STRATEGIES else strategy
-    opts = _Options(search_strategy, total_rows, k, quantile, samples, seed, confidence,
-                    criterion)
+    opts = _Options(search_strategy, total_rows, k, quantile, samples, seed, confidence, criterion)
     chains = _Chains(evaluate, opts)
     by_speed = _speed_order(names, _call(evaluate, names))
     given = {n: i for i, n in enumerate(names)}
@@ -109,9 +117,16 @@ class _Chains:
     def _schedule(self, order: list[str]) -> _Result | None:
         o = self.opts
         try:
-            s = schedule(_call(self.evaluate, order), o.total_rows, o.strategy, k=o.k,
-                         quantile=o.quantile, samples=o.samples, seed=o.seed,
-                         confidence=o.confidence)
+            s = schedule(
+                _call(self.evaluate, order),
+                o.total_rows,
+                o.strategy,
+                k=o.k,
+                quantile=o.quantile,
+                samples=o.samples,
+                seed=o.seed,
+                confidence=o.confidence,
+            )
         except Infeasible:
             return None
         used = set(s.used)

@@ -35,8 +35,13 @@ class TimeStats:
         return cls(float(mean), float(std), (mean - half, mean + half), confidence, "normal")
 
     @classmethod
-    def from_samples(cls, x: NDArray[np.float64], confidence: float,
-                     mean: float | None = None, std: float | None = None) -> TimeStats:
+    def from_samples(
+        cls,
+        x: NDArray[np.float64],
+        confidence: float,
+        mean: float | None = None,
+        std: float | None = None,
+    ) -> TimeStats:
         """Empirical interval; exact moments may be passed in when they are known."""
         lo, hi = row_interval(x, confidence)
         m = float(x.mean()) if mean is None else mean

@@ -89,8 +89,9 @@ def _conservative(p: Problem) -> IntArray:
 
 
 def _quantile(p: Problem) -> IntArray:
-    return p.balanced(quantiles(p.a, p.quantile), quantiles(p.b, p.quantile),
-                      f"quantile {p.quantile}")
+    return p.balanced(
+        quantiles(p.a, p.quantile), quantiles(p.b, p.quantile), f"quantile {p.quantile}"
+    )
 
 
 def _expected(p: Problem) -> IntArray:
@@ -114,9 +115,18 @@ STRATEGIES: tuple[str, ...] = tuple(_STRATEGIES)
 MONTE_CARLO_STRATEGIES: frozenset[str] = frozenset({"expected", "quantile-makespan"})
 
 
-def schedule(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "mean", *,
-             k: float = 2.0, quantile: float = 0.95, samples: int = 4000, seed: int = 0,
-             confidence: float = 0.95, dependence: FloatArray | None = None) -> Schedule:
+def schedule(
+    hosts: Sequence[StochasticHost],
+    total_rows: int,
+    strategy: str = "mean",
+    *,
+    k: float = 2.0,
+    quantile: float = 0.95,
+    samples: int = 4000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    dependence: FloatArray | None = None,
+) -> Schedule:
     """Rows per host by ``strategy`` (one of ``STRATEGIES``), with predicted times.
 
     ``dependence``: correlation of the hosts' slowdowns (``scheduler.copula``); the Monte Carlo
@@ -143,9 +153,17 @@ def schedule(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "
     )
 
 
-def schedule_rows(hosts: Sequence[StochasticHost], total_rows: int, strategy: str = "mean", *,
-                  k: float = 2.0, quantile: float = 0.95, samples: int = 4000,
-                  seed: int = 0, dependence: FloatArray | None = None) -> dict[str, int]:
+def schedule_rows(
+    hosts: Sequence[StochasticHost],
+    total_rows: int,
+    strategy: str = "mean",
+    *,
+    k: float = 2.0,
+    quantile: float = 0.95,
+    samples: int = 4000,
+    seed: int = 0,
+    dependence: FloatArray | None = None,
+) -> dict[str, int]:
     """The rows :func:`schedule` would choose, without its Monte Carlo report of the times.
 
     For callers that predict the chosen allocation themselves (``ppe.pipeline``): the report
@@ -155,28 +173,53 @@ def schedule_rows(hosts: Sequence[StochasticHost], total_rows: int, strategy: st
     return {name: int(r) for name, r in zip(problem.names, rows, strict=True)}
 
 
-def _choose(hosts: Sequence[StochasticHost], total_rows: int, strategy: str, k: float,
-            quantile: float, samples: int, seed: int,
-            dependence: FloatArray | None) -> tuple[Problem, IntArray]:
+def _choose(
+    hosts: Sequence[StochasticHost],
+    total_rows: int,
+    strategy: str,
+    k: float,
+    quantile: float,
+    samples: int,
+    seed: int,
+    dependence: FloatArray | None,
+) -> tuple[Problem, IntArray]:
     if strategy not in _STRATEGIES:
         raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
-    problem = Problem(tuple(hosts), total_rows, k=k, quantile=quantile, samples=samples,
-                      seed=seed, dependence=dependence)
+    problem = Problem(
+        tuple(hosts),
+        total_rows,
+        k=k,
+        quantile=quantile,
+        samples=samples,
+        seed=seed,
+        dependence=dependence,
+    )
     return problem, _STRATEGIES[strategy](problem)
 
 
-def predict_times(hosts: Sequence[StochasticHost], rows: Mapping[str, int], *,
-                  samples: int = 4000, seed: int = 0, confidence: float = 0.95,
-                  dependence: FloatArray | None = None) -> tuple[dict[str, TimeStats], TimeStats]:
+def predict_times(
+    hosts: Sequence[StochasticHost],
+    rows: Mapping[str, int],
+    *,
+    samples: int = 4000,
+    seed: int = 0,
+    confidence: float = 0.95,
+    dependence: FloatArray | None = None,
+) -> tuple[dict[str, TimeStats], TimeStats]:
     """Per-host and makespan predictions for given rows (hosts missing from ``rows``: 0)."""
     check_confidence(confidence)
     problem, arr = _fixed(hosts, rows, samples, seed, dependence)
     return _report(problem, arr, confidence)
 
 
-def simulate_makespans(hosts: Sequence[StochasticHost], rows: Mapping[str, int], *,
-                       samples: int = 4000, seed: int = 0,
-                       dependence: FloatArray | None = None) -> FloatArray:
+def simulate_makespans(
+    hosts: Sequence[StochasticHost],
+    rows: Mapping[str, int],
+    *,
+    samples: int = 4000,
+    seed: int = 0,
+    dependence: FloatArray | None = None,
+) -> FloatArray:
     """Makespan draws for given rows: Monte Carlo "actuals" when ``seed`` differs from the plan's.
 
     Draw i of a host depends only on (seed, host position, i) (with ``dependence``: on the
@@ -187,15 +230,29 @@ def simulate_makespans(hosts: Sequence[StochasticHost], rows: Mapping[str, int],
     if not problem.hosts:
         return np.zeros(samples)
     with scratch(len(problem.hosts), samples) as buf:
-        t = sample_times(problem.a, problem.b, arr, samples, seed, REPORT_STREAM, out=buf,
-                         dependence=problem.dependence)
+        t = sample_times(
+            problem.a,
+            problem.b,
+            arr,
+            samples,
+            seed,
+            REPORT_STREAM,
+            out=buf,
+            dependence=problem.dependence,
+        )
         return t.max(axis=0)
 
 
-def _fixed(hosts: Sequence[StochasticHost], rows: Mapping[str, int], samples: int,
-           seed: int, dependence: FloatArray | None) -> tuple[Problem, IntArray]:
-    problem = Problem(tuple(hosts), int(sum(rows.values())), samples=samples, seed=seed,
-                      dependence=dependence)
+def _fixed(
+    hosts: Sequence[StochasticHost],
+    rows: Mapping[str, int],
+    samples: int,
+    seed: int,
+    dependence: FloatArray | None,
+) -> tuple[Problem, IntArray]:
+    problem = Problem(
+        tuple(hosts), int(sum(rows.values())), samples=samples, seed=seed, dependence=dependence
+    )
     unknown = set(rows) - set(problem.names)
     if unknown:
         raise ValueError(f"rows given for unknown hosts {sorted(unknown)}")
@@ -205,8 +262,9 @@ def _fixed(hosts: Sequence[StochasticHost], rows: Mapping[str, int], samples: in
     return problem, arr
 
 
-def _report(problem: Problem, rows: IntArray,
-            confidence: float) -> tuple[dict[str, TimeStats], TimeStats]:
+def _report(
+    problem: Problem, rows: IntArray, confidence: float
+) -> tuple[dict[str, TimeStats], TimeStats]:
     """Per host: exact where the time's law is known (normal, or a mixture of normals: every
     pair of a's and b's components), sampled otherwise. Makespan: sampled jointly (coupled by
     the problem's dependence)."""
@@ -215,8 +273,9 @@ def _report(problem: Problem, rows: IntArray,
     if not names:
         return {}, TimeStats.point(0.0, confidence)
     used = [p for p in range(len(names)) if rows[p] > 0]
-    mixed = [p for p in used if not (a[p].normal and b[p].normal)
-             and not (a[p].generic or b[p].generic)]
+    mixed = [
+        p for p in used if not (a[p].normal and b[p].normal) and not (a[p].generic or b[p].generic)
+    ]
     generic = [p for p in used if a[p].generic or b[p].generic]
     per_host = {name: TimeStats.point(0.0, confidence) for name in names}
     for p in used:
@@ -225,8 +284,9 @@ def _report(problem: Problem, rows: IntArray,
     if mixed:
         per_host.update(_mixture_stats(a, b, names, rows, mixed, confidence))
     with scratch(len(names), samples) as buf:
-        t = sample_times(a, b, rows, samples, seed, REPORT_STREAM, out=buf,
-                         dependence=problem.dependence)
+        t = sample_times(
+            a, b, rows, samples, seed, REPORT_STREAM, out=buf, dependence=problem.dependence
+        )
         makespan = TimeStats.from_samples(t.max(axis=0), confidence)
         for p in generic:
             mean, std = _moments(a[p], b[p], rows[p])
@@ -240,17 +300,28 @@ def _moments(a: Law, b: Law, rows: int | np.integer) -> tuple[float, float]:
     return float(rows * a.mean + b.mean), math.hypot(float(rows) * a.std, b.std)
 
 
-def _mixture_stats(a: Sequence[Law], b: Sequence[Law], names: Sequence[str], rows: IntArray,
-                   which: list[int], confidence: float) -> dict[str, TimeStats]:
-    c = affine(components([a[p] for p in which]), rows[which].astype(np.float64),
-               components([b[p] for p in which]))
+def _mixture_stats(
+    a: Sequence[Law],
+    b: Sequence[Law],
+    names: Sequence[str],
+    rows: IntArray,
+    which: list[int],
+    confidence: float,
+) -> dict[str, TimeStats]:
+    c = affine(
+        components([a[p] for p in which]),
+        rows[which].astype(np.float64),
+        components([b[p] for p in which]),
+    )
     ends = mixture_quantiles(c, [0.5 - confidence / 2, 0.5 + confidence / 2])
     out = {}
     for i, p in enumerate(which):
         keep = c.w[i] > 0
-        comps = tuple(zip(c.w[i][keep].tolist(), c.m[i][keep].tolist(), c.s[i][keep].tolist(),
-                          strict=True))
+        comps = tuple(
+            zip(c.w[i][keep].tolist(), c.m[i][keep].tolist(), c.s[i][keep].tolist(), strict=True)
+        )
         mean, std = _moments(a[p], b[p], rows[p])
-        out[names[p]] = TimeStats(mean, std, (float(ends[i, 0]), float(ends[i, 1])), confidence,
-                                  "mixture", comps)
+        out[names[p]] = TimeStats(
+            mean, std, (float(ends[i, 0]), float(ends[i, 1])), confidence, "mixture", comps
+        )
     return out

@@ -147,8 +147,9 @@ class Mixture:
 SCENARIOS = ("low-variance", "high-variance", "bimodal", "heterogeneous")
 
 
-def synthetic_hosts(n: int, scenario: str, seed: int = 0,
-                    total_rows: int = 4000) -> list[StochasticHost]:
+def synthetic_hosts(
+    n: int, scenario: str, seed: int = 0, total_rows: int = 4000
+) -> list[StochasticHost]:
     """``n`` hosts; the balanced makespan is about 100 s whatever ``n``.
 
     - low-variance: availability varies by 5 % on every host;
@@ -194,21 +195,31 @@ class Outcome:
     actuals: FloatArray
 
 
-def compare_strategies(hosts: Sequence[StochasticHost], total_rows: int,
-                       strategies: Sequence[str], *, k: float = 2.0, quantile: float = 0.95,
-                       plan_samples: int = 4000, plan_seed: int = 0, actual_samples: int = 20000,
-                       actual_seed: int = 1) -> dict[str, Outcome]:
+def compare_strategies(
+    hosts: Sequence[StochasticHost],
+    total_rows: int,
+    strategies: Sequence[str],
+    *,
+    k: float = 2.0,
+    quantile: float = 0.95,
+    plan_samples: int = 4000,
+    plan_seed: int = 0,
+    actual_samples: int = 20000,
+    actual_seed: int = 1,
+) -> dict[str, Outcome]:
     """Schedule with each strategy, then evaluate all on the same independent actual draws."""
     if actual_seed == plan_seed:
         raise ValueError("actual_seed must differ from plan_seed (actuals must be fresh draws)")
     out: dict[str, Outcome] = {}
     for name in strategies:
-        s = schedule(hosts, total_rows, name, k=k, quantile=quantile, samples=plan_samples,
-                     seed=plan_seed)
+        s = schedule(
+            hosts, total_rows, name, k=k, quantile=quantile, samples=plan_samples, seed=plan_seed
+        )
         m = simulate_makespans(hosts, s.rows, samples=actual_samples, seed=actual_seed)
         p50, p95 = np.quantile(m, [0.5, 0.95])
-        out[name] = Outcome(name, s.rows, s.makespan.mean, float(m.mean()), float(p50),
-                            float(p95), m)
+        out[name] = Outcome(
+            name, s.rows, s.makespan.mean, float(m.mean()), float(p50), float(p95), m
+        )
     return out
 
 

@@ -73,8 +73,19 @@ class ServerProcess:
         self.db_url = db_url
         self.port = port or free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
-        cmd = [sys.executable, "-m", "ppe", "serve", "--db", db_url, "--port", str(self.port),
-               "--log-level", "warning", *extra]
+        cmd = [
+            sys.executable,
+            "-m",
+            "ppe",
+            "serve",
+            "--db",
+            db_url,
+            "--port",
+            str(self.port),
+            "--log-level",
+            "warning",
+            *extra,
+        ]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self.wait_ready()
 

@@ -100,9 +100,7 @@ def _evaluate_series(path: str, opts: EvalOptions) -> dict[str, Any]:
     err = actual - result.forecast[rows]
     covered = (actual >= result.lower[rows]) & (actual <= result.upper[rows])
     member_err = actual[:, None] - members[rows]
-    member_scores = {
-        name: _scores(member_err[:, i]) for i, name in enumerate(result.names)
-    }
+    member_scores = {name: _scores(member_err[:, i]) for i, name in enumerate(result.names)}
     best = min(member_scores, key=lambda k: member_scores[k]["mae"])
     dist = fit_distribution(x)
     out.update(
@@ -230,16 +228,19 @@ def render_text(report: dict[str, Any]) -> str:
     if not overall.get("series"):
         return "no series could be scored\n"
     best_mae = overall["best_member"]["mae"]
-    table = Table(title=f"One-step CPU availability forecasts: {overall['series']} series, "
-                  f"{overall['samples']} scored samples")
+    table = Table(
+        title=f"One-step CPU availability forecasts: {overall['series']} series, "
+        f"{overall['samples']} scored samples"
+    )
     for col in ("forecaster", "MAE", "RMSE", "cover95", "MAE / best member"):
         table.add_column(col, justify="left" if col == "forecaster" else "right")
 
     def row(label: str, s: dict[str, float], style: str | None = None) -> None:
         cov = f"{s['coverage95']:.3f}" if "coverage95" in s else ""
         ratio = s["mae"] / best_mae if best_mae > 0 else math.nan
-        table.add_row(label, f"{s['mae']:.5f}", f"{s['rmse']:.5f}", cov, f"{ratio:.3f}",
-                      style=style)
+        table.add_row(
+            label, f"{s['mae']:.5f}", f"{s['rmse']:.5f}", cov, f"{ratio:.3f}", style=style
+        )
 
     row("adaptive (default)", overall["adaptive"], "bold")
     for name, s in overall["selectors"].items():
@@ -249,8 +250,10 @@ def render_text(report: dict[str, Any]) -> str:
     for name, s in sorted(overall["members"].items(), key=lambda kv: kv[1]["mae"]):
         row(f"member {name}" + (" (best)" if name == overall["best_member"]["name"] else ""), s)
     console.print(table)
-    console.print(f"multi-mode share: {overall['multimode_share']:.3f}   checks: "
-                  + ", ".join(f"{k}={_fmt(v)}" for k, v in overall["checks"].items()))
+    console.print(
+        f"multi-mode share: {overall['multimode_share']:.3f}   checks: "
+        + ", ".join(f"{k}={_fmt(v)}" for k, v in overall["checks"].items())
+    )
     console.print(_series_table(report["series"], list(overall["baselines"])))
     return console.export_text()
 
@@ -259,8 +262,18 @@ def _series_table(series: Sequence[dict[str, Any]], baselines: list[str]) -> Any
     from rich.table import Table
 
     table = Table(title="Per series")
-    cols = ["file", "n", "MAE", "RMSE", "cover95", "best member", "best MAE", "ratio",
-            *[f"{b} MAE" for b in baselines], "mode"]
+    cols = [
+        "file",
+        "n",
+        "MAE",
+        "RMSE",
+        "cover95",
+        "best member",
+        "best MAE",
+        "ratio",
+        *[f"{b} MAE" for b in baselines],
+        "mode",
+    ]
     for c in cols:
         table.add_column(c, justify="left" if c in ("file", "best member", "mode") else "right")
     for s in series:
@@ -271,8 +284,14 @@ def _series_table(series: Sequence[dict[str, Any]], baselines: list[str]) -> Any
         bm = s["best_member"]
         ratio = s["mae"] / bm["mae"] if bm["mae"] > 0 else math.nan
         table.add_row(
-            Path(s["file"]).name, str(s["evaluated"]), f"{s['mae']:.4f}", f"{s['rmse']:.4f}",
-            f"{s['coverage95']:.3f}", bm["name"], f"{bm['mae']:.4f}", f"{ratio:.2f}",
+            Path(s["file"]).name,
+            str(s["evaluated"]),
+            f"{s['mae']:.4f}",
+            f"{s['rmse']:.4f}",
+            f"{s['coverage95']:.3f}",
+            bm["name"],
+            f"{bm['mae']:.4f}",
+            f"{ratio:.2f}",
             *[f"{s['baselines'][b]['mae']:.4f}" for b in baselines],
             f"{s['kind']}{'*' if s['multimode'] else ''}",
         )
@@ -289,21 +308,43 @@ def build_parser() -> argparse.ArgumentParser:
         description="Replay load traces causally through the forecaster and score one-step "
         "CPU availability forecasts against every battery member and statsmodels baselines.",
     )
-    p.add_argument("paths", nargs="+", metavar="FILE_OR_DIR",
-                   help="GWA-T-12 files (plain or .gz), timestamp,value CSV, or directories")
+    p.add_argument(
+        "paths",
+        nargs="+",
+        metavar="FILE_OR_DIR",
+        help="GWA-T-12 files (plain or .gz), timestamp,value CSV, or directories",
+    )
     p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.add_argument("--out", metavar="FILE", help="also write the JSON report to FILE")
-    p.add_argument("--warmup", type=int, default=288,
-                   help="samples seen before scoring starts (default 288: one day at 5 min)")
-    p.add_argument("--keep-dead", action="store_true",
-                   help="score dead stretches (0 cores, 0 MHz) too; default drops them")
-    p.add_argument("--baselines", default=",".join(DEFAULT_BASELINES),
-                   help="comma-separated statsmodels baselines: ses, arN, arima; '' for none "
-                   f"(default {','.join(DEFAULT_BASELINES)})")
-    p.add_argument("--baseline-window", type=int, default=288,
-                   help="samples each baseline is fitted on (default 288)")
-    p.add_argument("--baseline-refit", type=int, default=24,
-                   help="refit baselines every N samples (default 24: two hours at 5 min)")
+    p.add_argument(
+        "--warmup",
+        type=int,
+        default=288,
+        help="samples seen before scoring starts (default 288: one day at 5 min)",
+    )
+    p.add_argument(
+        "--keep-dead",
+        action="store_true",
+        help="score dead stretches (0 cores, 0 MHz) too; default drops them",
+    )
+    p.add_argument(
+        "--baselines",
+        default=",".join(DEFAULT_BASELINES),
+        help="comma-separated statsmodels baselines: ses, arN, arima; '' for none "
+        f"(default {','.join(DEFAULT_BASELINES)})",
+    )
+    p.add_argument(
+        "--baseline-window",
+        type=int,
+        default=288,
+        help="samples each baseline is fitted on (default 288)",
+    )
+    p.add_argument(
+        "--baseline-refit",
+        type=int,
+        default=24,
+        help="refit baselines every N samples (default 24: two hours at 5 min)",
+    )
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
     return p
 
@@ -312,8 +353,11 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
     if args.warmup < 1 or args.baseline_window < 2 or args.baseline_refit < 1 or args.jobs < 1:
-        print("forecast-eval: --warmup, --baseline-refit, --jobs must be >= 1 and "
-              "--baseline-window >= 2", file=sys.stderr)
+        print(
+            "forecast-eval: --warmup, --baseline-refit, --jobs must be >= 1 and "
+            "--baseline-window >= 2",
+            file=sys.stderr,
+        )
         return 2
     try:
         for b in baselines:

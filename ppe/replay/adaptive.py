@@ -64,21 +64,28 @@ def run_adaptive(
         if live.size == 0:
             break
         idx = live.tolist()
-        base = run_specs([cases[i] for i in idx], hosts, [rows[i] for i in idx],
-                         net_bank is not None)
-        specs = [replace(s, start=float(t[i]), iterations=int(left[i]))
-                 for i, s in zip(idx, base, strict=True)]
+        base = run_specs(
+            [cases[i] for i in idx], hosts, [rows[i] for i in idx], net_bank is not None
+        )
+        specs = [
+            replace(s, start=float(t[i]), iterations=int(left[i]))
+            for i, s in zip(idx, base, strict=True)
+        ]
         res = simulate(bank, specs, sim_cfg, net_bank, until=t[live] + policy.every_s)
         assert res.done is not None
         t[live] += res.makespan
         left[live] -= res.done
         since_done[live] += res.done
-        late = [i for i in idx if left[i] > 0
-                and policy.behind(t[i] - since_t[i], int(since_done[i]), pace[i])]
+        late = [
+            i
+            for i in idx
+            if left[i] > 0 and policy.behind(t[i] - since_t[i], int(since_done[i]), pace[i])
+        ]
         if not late:
             continue
-        jobs = [ReplanJob(cases[i], float(t[i]), int(left[i]), tuple(rows[i]), strategy)
-                for i in late]
+        jobs = [
+            ReplanJob(cases[i], float(t[i]), int(left[i]), tuple(rows[i]), strategy) for i in late
+        ]
         for i, out in zip(late, replan_map("replan", jobs), strict=True):
             plans[i].outcomes[name].replans.append(_event(out, t[i] - starts[i], int(left[i])))
             if out.move:
@@ -112,4 +119,3 @@ def _event(out: ReplanOutcome, elapsed_s: float, left: int) -> dict[str, Any]:
 
 def _finite(x: float) -> float | None:
     return float(x) if np.isfinite(x) else None
-

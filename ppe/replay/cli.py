@@ -23,39 +23,78 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--iterations", type=int, default=d.iterations)
     p.add_argument("--hosts", type=int, default=d.hosts, help="hosts per run")
     p.add_argument("--starts", type=int, default=d.starts, help="start times (one host set each)")
-    p.add_argument("--strategies", default=",".join(DEFAULT_STRATEGIES),
-                   help="comma-separated strategies")
-    p.add_argument("--replan", default=",".join(d.replan),
-                   help="strategies also run as an application that re-plans when behind "
-                   "(reported as <strategy>+replan; '' for none)")
-    p.add_argument("--replan-every", type=float, default=d.replan_every_s,
-                   help="seconds between a re-planning run's progress checks")
-    p.add_argument("--replan-lag", type=float, default=d.replan_lag,
-                   help="re-plan when slower than this times the predicted pace")
-    p.add_argument("--replan-gain", type=float, default=d.replan_gain,
-                   help="move strips only if predicted this share faster, migration included")
+    p.add_argument(
+        "--strategies", default=",".join(DEFAULT_STRATEGIES), help="comma-separated strategies"
+    )
+    p.add_argument(
+        "--replan",
+        default=",".join(d.replan),
+        help="strategies also run as an application that re-plans when behind "
+        "(reported as <strategy>+replan; '' for none)",
+    )
+    p.add_argument(
+        "--replan-every",
+        type=float,
+        default=d.replan_every_s,
+        help="seconds between a re-planning run's progress checks",
+    )
+    p.add_argument(
+        "--replan-lag",
+        type=float,
+        default=d.replan_lag,
+        help="re-plan when slower than this times the predicted pace",
+    )
+    p.add_argument(
+        "--replan-gain",
+        type=float,
+        default=d.replan_gain,
+        help="move strips only if predicted this share faster, migration included",
+    )
     p.add_argument("--bandwidth", type=float, default=d.bandwidth, help="link bandwidth, bytes/s")
-    p.add_argument("--bandwidth-from-trace", action="store_true",
-                   help="link bandwidth = --bandwidth minus the host's recorded traffic")
+    p.add_argument(
+        "--bandwidth-from-trace",
+        action="store_true",
+        help="link bandwidth = --bandwidth minus the host's recorded traffic",
+    )
     p.add_argument("--latency", type=float, default=d.latency, help="per-message latency, s")
-    p.add_argument("--benchmark", type=float, default=d.benchmark,
-                   help="dedicated seconds per element update (median host)")
-    p.add_argument("--benchmark-spread", type=float, default=d.benchmark_spread,
-                   help="log-normal spread of host speeds (0 = identical hosts)")
+    p.add_argument(
+        "--benchmark",
+        type=float,
+        default=d.benchmark,
+        help="dedicated seconds per element update (median host)",
+    )
+    p.add_argument(
+        "--benchmark-spread",
+        type=float,
+        default=d.benchmark_spread,
+        help="log-normal spread of host speeds (0 = identical hosts)",
+    )
     p.add_argument("--confidence", type=float, default=d.confidence)
     p.add_argument("--k", type=float, default=d.k, help="conservative strategy's k")
     p.add_argument("--seed", type=int, default=d.seed)
     p.add_argument("--workers", type=int, default=d.workers, help="processes (0 = all cores)")
     p.add_argument("--executor", default=d.executor, choices=["process", "serial", "dask"])
     p.add_argument("--scheduler-address", default=None, help="Dask scheduler, tcp://host:8786")
-    p.add_argument("--window", type=float, default=d.window_s,
-                   help="seconds after a start that hosts must be recorded without long gaps")
+    p.add_argument(
+        "--window",
+        type=float,
+        default=d.window_s,
+        help="seconds after a start that hosts must be recorded without long gaps",
+    )
     p.add_argument("--max-gap", type=float, default=d.max_gap_s)
     p.add_argument("--min-history", type=float, default=d.min_history_s)
-    p.add_argument("--history", type=float, default=d.history_s,
-                   help="seconds of history given to the forecaster (0 = all)")
-    p.add_argument("--inputs", default=d.inputs, choices=["analog", "forecaster"],
-                   help="how the pipeline builds CPU inputs (see ppe/replay/README.md)")
+    p.add_argument(
+        "--history",
+        type=float,
+        default=d.history_s,
+        help="seconds of history given to the forecaster (0 = all)",
+    )
+    p.add_argument(
+        "--inputs",
+        default=d.inputs,
+        choices=["analog", "forecaster"],
+        help="how the pipeline builds CPU inputs (see ppe/replay/README.md)",
+    )
     p.add_argument("--no-runs", action="store_true", help="leave per-run records out of the JSON")
     p.add_argument("--out", default=None, help="JSON report path")
     p.add_argument("--html", default=None, help="HTML report path")
@@ -115,8 +154,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.quiet:
             report = run_experiment(traces, config)
         else:
-            with Progress("[progress.description]{task.description}", BarColumn(),
-                          MofNCompleteColumn(), TimeRemainingColumn(), console=err) as bar:
+            with Progress(
+                "[progress.description]{task.description}",
+                BarColumn(),
+                MofNCompleteColumn(),
+                TimeRemainingColumn(),
+                console=err,
+            ) as bar:
                 task = bar.add_task("planning", total=config.starts)
 
                 def tick(done: int, total: int) -> None:
@@ -131,8 +175,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not args.quiet:
         print(format_table(report))
         t = report["config"]["timing"]
-        print(f"{t['schedules']} schedules in {t['total_s']:.1f} s "
-              f"({t['schedules'] / max(t['total_s'], 1e-9):.1f}/s, {t['workers']} workers)")
+        print(
+            f"{t['schedules']} schedules in {t['total_s']:.1f} s "
+            f"({t['schedules'] / max(t['total_s'], 1e-9):.1f}/s, {t['workers']} workers)"
+        )
     return 0
 
 

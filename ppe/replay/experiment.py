@@ -71,6 +71,7 @@ def replanned(strategy: str) -> str:
     """Report name of a strategy run with re-planning."""
     return f"{strategy}+replan"
 
+
 #: Every strategy the scheduler offers (baselines first).
 DEFAULT_STRATEGIES: tuple[str, ...] = tuple(scheduler.STRATEGIES)
 
@@ -432,8 +433,9 @@ class Workers:
             from dask.distributed import as_completed
 
             futures = {
-                self._client.submit(_chunk_from_paths, kind, ch, self._paths, self.config,
-                                    pure=False): pos
+                self._client.submit(
+                    _chunk_from_paths, kind, ch, self._paths, self.config, pure=False
+                ): pos
                 for pos, ch in enumerate(chunks)
             }
             for fut in as_completed(futures):

@@ -63,7 +63,10 @@ class _Search:
     """Best-so-far bookkeeping over batched simulations."""
 
     def __init__(
-        self, bank: RateBank, runs: Sequence[RunSpec], config: SimConfig,
+        self,
+        bank: RateBank,
+        runs: Sequence[RunSpec],
+        config: SimConfig,
         net_bank: RateBank | None,
     ) -> None:
         self.bank, self.runs, self.config, self.net_bank = bank, runs, config, net_bank
@@ -114,16 +117,22 @@ def oracle(
     for rnd in range(rounds):
         span = res.makespan
         rows = [
-            _balanced(work_row[i] / bank.mean_rate(idx[i], starts[i], starts[i] + span[i]),
-                      fixed[i], total_rows)
+            _balanced(
+                work_row[i] / bank.mean_rate(idx[i], starts[i], starts[i] + span[i]),
+                fixed[i],
+                total_rows,
+            )
             for i in range(len(runs))
         ]
         res, _ = search.consider(rows, f"mean-availability-{rnd}")
         balance_ms = np.minimum(balance_ms, res.makespan)
     for rnd in range(rounds):
         rows = [
-            _balanced(work_row[i] / _effective(res, i, bank, idx[i], starts[i], config),
-                      fixed[i], total_rows)
+            _balanced(
+                work_row[i] / _effective(res, i, bank, idx[i], starts[i], config),
+                fixed[i],
+                total_rows,
+            )
             for i in range(len(runs))
         ]
         res, _ = search.consider(rows, f"effective-{rnd}")
@@ -131,17 +140,27 @@ def oracle(
         search.consider(cand, f"candidate-{j}")
     steps = np.full(len(runs), max(1, total_rows // 40))
     for rnd in range(search_rounds):
-        moves = [_moves(search.best_rows[i], search.best_crit[i], int(steps[i]))
-                 for i in range(len(runs))]
+        moves = [
+            _moves(search.best_rows[i], search.best_crit[i], int(steps[i]))
+            for i in range(len(runs))
+        ]
         _, won_a = search.consider([m[0] for m in moves], f"search-{rnd}")
         _, won_b = search.consider([m[1] for m in moves], f"search-{rnd}")
         steps = np.where(won_a | won_b, steps, np.maximum(1, steps // 2))
-    return OracleResult(rows=search.best_rows, makespan=search.best_ms, source=search.source,
-                        balance_makespan=balance_ms)
+    return OracleResult(
+        rows=search.best_rows,
+        makespan=search.best_ms,
+        source=search.source,
+        balance_makespan=balance_ms,
+    )
 
 
 def _effective(
-    res: SimResult, i: int, bank: RateBank, idx: np.ndarray, start: np.ndarray,
+    res: SimResult,
+    i: int,
+    bank: RateBank,
+    idx: np.ndarray,
+    start: np.ndarray,
     config: SimConfig,
 ) -> np.ndarray:
     """Availability host by host as delivered in simulation ``res`` (work / compute time);

@@ -49,16 +49,20 @@ def case_histories(
         ts, cpu = history_before(h.hist_t, h.hist_a, case.start, config.history_s)
         bw = None
         if h.bw_v is not None:
-            _, bw = history_before(h.hist_t, h.bw_v[~np.isin(h.all_t, h.dead_t)], case.start,
-                                   config.history_s)
+            _, bw = history_before(
+                h.hist_t, h.bw_v[~np.isin(h.all_t, h.dead_t)], case.start, config.history_s
+            )
         out[h.name] = SeriesHistory(ts, cpu, None, bw)
     return out
 
 
 def case_forecasts(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> HistoryForecasts:
     return HistoryForecasts(
-        case_histories(case, hosts, config), case.start, bandwidth=config.bandwidth,
-        latency=config.latency, method=config.inputs,
+        case_histories(case, hosts, config),
+        case.start,
+        bandwidth=config.bandwidth,
+        latency=config.latency,
+        method=config.inputs,
     )
 
 
@@ -79,8 +83,15 @@ def plan_case(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> Ca
         *((replanned(s), s, ahead) for s in config.replan),
     ]:
         try:
-            res = plan(config.app, _params(config, config.iterations), metas, fc, strategy,
-                       options, dependence_for=fc.dependence)
+            res = plan(
+                config.app,
+                _params(config, config.iterations),
+                metas,
+                fc,
+                strategy,
+                options,
+                dependence_for=fc.dependence,
+            )
         except Exception as exc:  # noqa: BLE001 - a strategy failing is a result to report
             result.outcomes[name] = _failed(exc, len(metas))
         else:
@@ -119,10 +130,17 @@ def replan_case(job: ReplanJob, hosts: Sequence[HostData], config: ReplayConfig)
     fc = case_forecasts(case, hosts, config)
     try:
         r = replan(
-            config.app, _params(config, job.left), metas, fc, job.strategy,
-            {m.name: rows for m, rows in zip(metas, job.rows, strict=True)}, config.policy(),
-            plan_options(case, config), fc.dependence,
-            row_bytes=config.sim_config().message_bytes(), bandwidth=config.bandwidth,
+            config.app,
+            _params(config, job.left),
+            metas,
+            fc,
+            job.strategy,
+            {m.name: rows for m, rows in zip(metas, job.rows, strict=True)},
+            config.policy(),
+            plan_options(case, config),
+            fc.dependence,
+            row_bytes=config.sim_config().message_bytes(),
+            bandwidth=config.bandwidth,
             latency=config.latency,
         )
     except Exception as exc:  # noqa: BLE001 - a failed re-plan keeps the run going as it is
@@ -138,8 +156,11 @@ def case_hosts(case: Case, hosts: Sequence[HostData]) -> list[HostMeta]:
 
 def plan_options(case: Case, config: ReplayConfig) -> PlanOptions:
     return PlanOptions(
-        confidence=config.confidence, k=config.k, quantile=config.quantile,
-        schedule_samples=config.schedule_samples, predict_samples=config.predict_samples,
+        confidence=config.confidence,
+        k=config.k,
+        quantile=config.quantile,
+        schedule_samples=config.schedule_samples,
+        predict_samples=config.predict_samples,
         seed=case.seed,
     )
 
@@ -154,8 +175,13 @@ def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
 
     lo, hi = res.makespan.interval(config.confidence)
     return StrategyOutcome(
-        rows=res.allocation(), mean=float(res.makespan.mean()), std=float(res.makespan.std()),
-        lo=float(lo), hi=float(hi), horizon_s=res.horizon_s, rounds=res.rounds,
+        rows=res.allocation(),
+        mean=float(res.makespan.mean()),
+        std=float(res.makespan.std()),
+        lo=float(lo),
+        hi=float(hi),
+        horizon_s=res.horizon_s,
+        rounds=res.rounds,
     )
 
 

@@ -36,8 +36,13 @@ COVER_RTOL = 1e-6
 
 
 def _stats(
-    actual: np.ndarray, oracle: np.ndarray, lo: np.ndarray, hi: np.ndarray, mean: np.ndarray,
-    ok: np.ndarray, balance: np.ndarray,
+    actual: np.ndarray,
+    oracle: np.ndarray,
+    lo: np.ndarray,
+    hi: np.ndarray,
+    mean: np.ndarray,
+    ok: np.ndarray,
+    balance: np.ndarray,
 ) -> dict[str, Any]:
     if actual.size == 0:
         return {"n": 0}
@@ -104,8 +109,13 @@ def build_report(
         ok = np.array([o.error is None for o in outs], dtype=bool)
         for g, mask in groups.items():
             table[g][s] = _stats(
-                actual[s][mask], orc[mask], arr["lo"][mask], arr["hi"][mask], arr["mean"][mask],
-                ok[mask], bal[mask],
+                actual[s][mask],
+                orc[mask],
+                arr["lo"][mask],
+                arr["hi"][mask],
+                arr["mean"][mask],
+                ok[mask],
+                bal[mask],
             )
     cfg = config.to_dict()
     cfg.update(
@@ -187,8 +197,11 @@ def format_table(report: Mapping[str, Any]) -> str:
         f"{'vs orc':>8}{'mean/orc':>9}{'mean/bal':>9}{'cover':>7}{'mae':>7}{'bias':>7}"
     )
     lines.append(head)
-    groups = [("all", report["strategies"]), ("single", report["by_mode"]["single"]),
-              ("multi", report["by_mode"]["multi"])]
+    groups = [
+        ("all", report["strategies"]),
+        ("single", report["by_mode"]["single"]),
+        ("multi", report["by_mode"]["multi"]),
+    ]
     for g, table in groups:
         orc = report.get("oracle", {}).get(g, {})
         if orc.get("n"):
@@ -229,8 +242,12 @@ def _figures(report: Mapping[str, Any]) -> list[Any]:
     for r in runs:
         seen.setdefault(r["start"], r["oracle"])
     box.add_trace(go.Box(y=list(seen.values()), name="oracle", boxmean=True))
-    box.update_layout(title="Actual makespan per strategy", yaxis_title="seconds",
-                      yaxis_type="log", showlegend=False)
+    box.update_layout(
+        title="Actual makespan per strategy",
+        yaxis_title="seconds",
+        yaxis_type="log",
+        showlegend=False,
+    )
     figs.append(box)
 
     ratio = go.Figure()
@@ -242,25 +259,47 @@ def _figures(report: Mapping[str, Any]) -> list[Any]:
 
     over = go.Figure()
     for j, s in enumerate(strategies):
-        rs = sorted((r for r in runs if r["strategy"] == s and r["error"] is None),
-                    key=lambda r: r["start"])
+        rs = sorted(
+            (r for r in runs if r["strategy"] == s and r["error"] is None), key=lambda r: r["start"]
+        )
         x = [r["start"] for r in rs]
         mean = [r["predicted"]["mean"] for r in rs]
         lo = [r["predicted"]["interval"][0] for r in rs]
         hi = [r["predicted"]["interval"][1] for r in rs]
         vis: bool | str = True if j == 0 else "legendonly"
-        over.add_trace(go.Scatter(
-            x=x, y=mean, mode="markers", name=f"{s}: predicted", legendgroup=s, visible=vis,
-            error_y={"type": "data", "symmetric": False,
-                     "array": [h - m for h, m in zip(hi, mean, strict=True)],
-                     "arrayminus": [m - v for m, v in zip(mean, lo, strict=True)]},
-        ))
-        over.add_trace(go.Scatter(
-            x=x, y=[r["actual"] for r in rs], mode="markers", name=f"{s}: actual",
-            legendgroup=s, visible=vis, marker={"symbol": "x"},
-        ))
-    over.update_layout(title="Predicted interval against actual makespan over start time",
-                       xaxis_title="start (Unix s)", yaxis_title="seconds", yaxis_type="log")
+        over.add_trace(
+            go.Scatter(
+                x=x,
+                y=mean,
+                mode="markers",
+                name=f"{s}: predicted",
+                legendgroup=s,
+                visible=vis,
+                error_y={
+                    "type": "data",
+                    "symmetric": False,
+                    "array": [h - m for h, m in zip(hi, mean, strict=True)],
+                    "arrayminus": [m - v for m, v in zip(mean, lo, strict=True)],
+                },
+            )
+        )
+        over.add_trace(
+            go.Scatter(
+                x=x,
+                y=[r["actual"] for r in rs],
+                mode="markers",
+                name=f"{s}: actual",
+                legendgroup=s,
+                visible=vis,
+                marker={"symbol": "x"},
+            )
+        )
+    over.update_layout(
+        title="Predicted interval against actual makespan over start time",
+        xaxis_title="start (Unix s)",
+        yaxis_title="seconds",
+        yaxis_type="log",
+    )
     figs.append(over)
     return figs
 
@@ -272,11 +311,25 @@ def _cell(v: Any) -> str:
 
 
 def _html_table(report: Mapping[str, Any]) -> str:
-    cols = ["n", "failed", "makespan_mean", "makespan_p50", "makespan_p95", "vs_oracle",
-            "vs_oracle_of_means", "vs_balance_oracle", "coverage", "mae_rel", "bias_rel"]
+    cols = [
+        "n",
+        "failed",
+        "makespan_mean",
+        "makespan_p50",
+        "makespan_p95",
+        "vs_oracle",
+        "vs_oracle_of_means",
+        "vs_balance_oracle",
+        "coverage",
+        "mae_rel",
+        "bias_rel",
+    ]
     rows = []
-    groups = [("all", report["strategies"]), ("single", report["by_mode"]["single"]),
-              ("multi", report["by_mode"]["multi"])]
+    groups = [
+        ("all", report["strategies"]),
+        ("single", report["by_mode"]["single"]),
+        ("multi", report["by_mode"]["multi"]),
+    ]
     for g, table in groups:
         for s, st in table.items():
             cells = "".join(f"<td>{_cell(st.get(c))}</td>" for c in cols)

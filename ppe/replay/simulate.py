@@ -213,13 +213,17 @@ def simulate(
     R = len(runs)
     t = np.array([float(r.start) for r in runs])
     start = t.copy()
-    total = np.array([config.iterations if r.iterations is None else r.iterations for r in runs],
-                     dtype=np.int64)
+    total = np.array(
+        [config.iterations if r.iterations is None else r.iterations for r in runs], dtype=np.int64
+    )
     if np.any(total < 0):
         raise ValueError("iterations must be non-negative")
     left = total.copy()
-    stop = np.full(R, np.inf) if until is None else np.broadcast_to(
-        np.asarray(until, dtype=float), (R,)).copy()
+    stop = (
+        np.full(R, np.inf)
+        if until is None
+        else np.broadcast_to(np.asarray(until, dtype=float), (R,)).copy()
+    )
     if np.isnan(stop).any():
         raise ValueError("until must be a time (or +inf) for every run, not NaN")
     busy = np.zeros_like(work)
@@ -261,8 +265,16 @@ def simulate(
             continue
         before = t[live]
         t[live], spent, slowest = _exact_iteration(
-            bank, net_bank, t[live], idx[live], work[live], nmsg[live], net_idx[live],
-            phases, config, msg,
+            bank,
+            net_bank,
+            t[live],
+            idx[live],
+            work[live],
+            nmsg[live],
+            net_idx[live],
+            phases,
+            config,
+            msg,
         )
         busy[live] += spent
         critical[live, slowest] += t[live] - before

@@ -181,8 +181,9 @@ def _parse_gwa(path: Path, lines: Sequence[str]) -> FloatArray:
         parts = line.split(";")
         if len(parts) < _GWA_MIN_FIELDS:
             raise TraceFormatError(
-                path, lineno, f"expected at least {_GWA_MIN_FIELDS} ';'-separated fields, "
-                f"got {len(parts)}"
+                path,
+                lineno,
+                f"expected at least {_GWA_MIN_FIELDS} ';'-separated fields, got {len(parts)}",
             )
         ts = _number(parts[0], path, lineno, "timestamp")
         cores = _number(parts[1], path, lineno, "CPU cores")

@@ -90,7 +90,14 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     api = APIRouter(prefix=API_PREFIX)
     for module in (
-        measurements, resources, forecasts, models, predictions, schedules, replays, tokens
+        measurements,
+        resources,
+        forecasts,
+        models,
+        predictions,
+        schedules,
+        replays,
+        tokens,
     ):
         api.include_router(module.router)
     app.include_router(health.router)

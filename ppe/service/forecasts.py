@@ -85,10 +85,12 @@ class ForecastCache:
         self._inputs: dict[tuple[Any, ...], tuple[Stochastic, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._dependence: TTLCache[tuple[Any, ...], np.ndarray] = TTLCache(
-            maxsize=256, ttl=DEPENDENCE_TTL_S)
+            maxsize=256, ttl=DEPENDENCE_TTL_S
+        )
 
-    def co_movement(self, series_ids: list[int], horizon_s: float | None,
-                    at: float | None = None) -> np.ndarray:
+    def co_movement(
+        self, series_ids: list[int], horizon_s: float | None, at: float | None = None
+    ) -> np.ndarray:
         """How these CPU series move together over ``horizon_s`` (``forecaster.co_movement``).
 
         A property of two weeks of history, so live answers are kept for
@@ -114,9 +116,11 @@ class ForecastCache:
     def invalidate(self, series_ids: set[int] | None = None) -> None:
         """Called after this worker stored new rows so its next read catches up at once."""
         with self._lock:
-            targets = self._histories.values() if series_ids is None else [
-                self._histories[s] for s in series_ids if s in self._histories
-            ]
+            targets = (
+                self._histories.values()
+                if series_ids is None
+                else [self._histories[s] for s in series_ids if s in self._histories]
+            )
             for h in targets:
                 h.checked_at = 0.0
 
@@ -126,8 +130,10 @@ class ForecastCache:
         now = time.monotonic()
         with self._lock:
             stale = {
-                sid: h for sid in series_ids
-                if (h := self._histories.get(sid)) is not None and h.timestamps.size
+                sid: h
+                for sid in series_ids
+                if (h := self._histories.get(sid)) is not None
+                and h.timestamps.size
                 and now - h.checked_at >= self.fresh_s
             }
         if not stale:
@@ -233,8 +239,13 @@ class ForecastCache:
         if at is not None:
             ts, vals = self.history_before(series_id, at)
             return None, forecast_series(
-                ts, vals, now=at, horizon_s=horizon_s, confidence=confidence,
-                bounds=bounds_for(metric), analog=analog_for(metric),
+                ts,
+                vals,
+                now=at,
+                horizon_s=horizon_s,
+                confidence=confidence,
+                bounds=bounds_for(metric),
+                analog=analog_for(metric),
             )
         h = self._fresh(series_id)
         with h.lock:
@@ -245,8 +256,13 @@ class ForecastCache:
                 result = self._results.get(key)
             if result is None:
                 result = forecast_series(
-                    ts, vals, horizon_s=horizon_s, confidence=confidence,
-                    bounds=bounds_for(metric), state=h.online, fit_cache=h.fits,
+                    ts,
+                    vals,
+                    horizon_s=horizon_s,
+                    confidence=confidence,
+                    bounds=bounds_for(metric),
+                    state=h.online,
+                    fit_cache=h.fits,
                     analog=analog_for(metric),
                 )
                 with self._lock:

@@ -66,7 +66,8 @@ class SeriesIndex:
 def host_specs(hosts: Sequence[Any]) -> list[HostSpec]:
     """Hosts as names or objects with name/benchmark/min_rows/max_rows; no repeats."""
     specs = [
-        HostSpec(h) if isinstance(h, str)
+        HostSpec(h)
+        if isinstance(h, str)
         else HostSpec(h.name, h.benchmark, getattr(h, "min_rows", 0), getattr(h, "max_rows", None))
         for h in hosts
     ]
@@ -80,11 +81,15 @@ def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
     r, s = Resource.__table__.c, Series.__table__.c
     # Core on the session's connection: plain rows, none of the ORM's result machinery (a
     # memoised schedule spends a good part of its time here otherwise).
-    rows = session.connection().execute(
-        select(r.name, r.properties, s.id, s.metric, s.peer)
-        .join_from(Resource.__table__, Series.__table__, s.resource_id == r.id, isouter=True)
-        .where(r.name.in_(list(names)))
-    ).all()
+    rows = (
+        session.connection()
+        .execute(
+            select(r.name, r.properties, s.id, s.metric, s.peer)
+            .join_from(Resource.__table__, Series.__table__, s.resource_id == r.id, isouter=True)
+            .where(r.name.in_(list(names)))
+        )
+        .all()
+    )
     wanted = set(names)
     idx = SeriesIndex({}, {}, {}, {})
     for name, props, sid, metric, peer in rows:
@@ -168,11 +173,15 @@ def current_rows(current: Sequence[Any], metas: Sequence[HostMeta], total: int) 
     if set(rows) != names:
         missing, extra = sorted(names - set(rows)), sorted(set(rows) - names)
         raise PlanningError(
-            422, f"current must give rows for exactly the request's hosts (missing {missing}, "
-            f"not in hosts {extra})", "current")
+            422,
+            f"current must give rows for exactly the request's hosts (missing {missing}, "
+            f"not in hosts {extra})",
+            "current",
+        )
     if sum(rows.values()) != total:
         raise PlanningError(
-            422, f"current places {sum(rows.values())} rows; the grid has {total}", "current")
+            422, f"current places {sum(rows.values())} rows; the grid has {total}", "current"
+        )
     return rows
 
 
@@ -248,7 +257,8 @@ class StoreForecasts:
         key = (tuple(names), snap_dependence_horizon(horizon))
         if key not in self._dependence:
             self._dependence[key] = self.cache.co_movement(
-                [self.idx.cpu[n] for n in names], key[1], self.at)
+                [self.idx.cpu[n] for n in names], key[1], self.at
+            )
         return self._dependence[key]
 
     def _forecast(
@@ -271,8 +281,10 @@ class StoreForecasts:
             fc, value, as_json = self._forecast(sid, "bandwidth", horizon)
             bw[peer] = value
             links[peer] = {"forecast": as_json, "fc": fc}
-        lat = [self._forecast(sid, "latency", horizon)[0].mean
-               for sid in self._latency.get(name, {}).values()]
+        lat = [
+            self._forecast(sid, "latency", horizon)[0].mean
+            for sid in self._latency.get(name, {}).values()
+        ]
         return HostForecasts(
             cpu=cpu_value,
             bandwidth=bw,
@@ -301,8 +313,13 @@ def prepare(
     idx = index.get(session, names)
     release(session)
     forecasts_for = StoreForecasts(
-        cache, idx, names, confidence=confidence, at=at,
-        default_bandwidth=default_bandwidth, default_latency=default_latency,
+        cache,
+        idx,
+        names,
+        confidence=confidence,
+        at=at,
+        default_bandwidth=default_bandwidth,
+        default_latency=default_latency,
     )
     return host_meta(specs, idx, n), forecasts_for
 
@@ -329,8 +346,15 @@ def inputs_report(
         entry["multimode"] = hf.multimode
         report.append(entry)
         for peer, d in hf.details.get("links", {}).items():
-            report.append({"host": host, "metric": "bandwidth", "peer": peer,
-                           "forecast": d["forecast"], **quality(d["fc"], now)})
+            report.append(
+                {
+                    "host": host,
+                    "metric": "bandwidth",
+                    "peer": peer,
+                    "forecast": d["forecast"],
+                    **quality(d["fc"], now),
+                }
+            )
     return report
 
 
@@ -359,7 +383,12 @@ def select_chain(
         ]
 
     order, _ = scheduler.select_resources(
-        [m.name for m in metas], evaluate, total_rows(params), strategy,
-        k=options.k, quantile=options.quantile, seed=options.seed,
+        [m.name for m in metas],
+        evaluate,
+        total_rows(params),
+        strategy,
+        k=options.k,
+        quantile=options.quantile,
+        seed=options.seed,
     )
     return [by_name[n] for n in order]

@@ -111,8 +111,12 @@ class ReplayRunner:
         try:
             report = run_replay(cfg, progress)
         except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
-            self._set(job_id, status="failed", error=f"{type(exc).__name__}: {exc}",
-                      finished_at=time.time())
+            self._set(
+                job_id,
+                status="failed",
+                error=f"{type(exc).__name__}: {exc}",
+                finished_at=time.time(),
+            )
             return
         self._set(job_id, status="done", report=report, finished_at=time.time())
 

@@ -113,11 +113,15 @@ class ScheduleRequest(BaseModel):
     select: bool = Field(False, description="choose the subset and chain order (AppLeS)")
     params: dict[str, float] = Field(default_factory=dict, description="extra model parameters")
     replan_every_s: Positive | None = Field(
-        None, description="the run checks its progress this often and asks again when behind: "
-        "forecast that far ahead only (scheduler.ReplanPolicy)")
+        None,
+        description="the run checks its progress this often and asks again when behind: "
+        "forecast that far ahead only (scheduler.ReplanPolicy)",
+    )
     current: Annotated[list[RowsIn], Field(min_length=1, max_length=1024)] | None = Field(
-        None, description="a running application's rows per host (iterations = those left): "
-        "the answer says whether moving to the new schedule pays")
+        None,
+        description="a running application's rows per host (iterations = those left): "
+        "the answer says whether moving to the new schedule pays",
+    )
 
 
 class AllocationIn(BaseModel):

@@ -139,11 +139,14 @@ def test_point_inputs_stay_exact() -> None:
     assert float(np.asarray(x.ppf(0.3))) == 6.0
 
 
-@pytest.mark.parametrize("pairs", [
-    [(1.0, 0.0), (18.0, 2.25), (24.0, 0.046875)],
-    [(1.0, 0.0), (10.0, 0.625), (11.0, 0.0055)],
-    [(100.0, 0.2), (101.0, 1e-4), (90.0, 0.05)],
-])
+@pytest.mark.parametrize(
+    "pairs",
+    [
+        [(1.0, 0.0), (18.0, 2.25), (24.0, 0.046875)],
+        [(1.0, 0.0), (10.0, 0.625), (11.0, 0.0055)],
+        [(100.0, 0.2), (101.0, 1e-4), (90.0, 0.05)],
+    ],
+)
 def test_max_with_a_sharp_lane_matches_quadrature(pairs: list[tuple[float, float]]) -> None:
     """A nearly certain host beside wide ones: the analytic max must resolve its narrow CDF
     (the engine's uniform grid once lost 13 % of the std here). Reference: adaptive quadrature
@@ -160,8 +163,9 @@ def test_max_with_a_sharp_lane_matches_quadrature(pairs: list[tuple[float, float
     hi = max(m + 12 * s for m, s in normals)
     breaks = sorted({m + z * s for m, s in normals for z in (-3, 0, 3) if lo < m + z * s < hi})
     tail = integrate.quad(lambda t: 1 - cdf(t), lo, hi, points=breaks, limit=500, epsabs=1e-13)[0]
-    sq = integrate.quad(lambda t: 2 * (t - lo) * (1 - cdf(t)), lo, hi, points=breaks, limit=500,
-                        epsabs=1e-13)[0]
+    sq = integrate.quad(
+        lambda t: 2 * (t - lo) * (1 - cdf(t)), lo, hi, points=breaks, limit=500, epsabs=1e-13
+    )[0]
     mean, var = lo + tail, sq - tail**2
     with use_engine("analytic"):
         y = smax([Point(m) if c == 0 else Normal(m, m * c) for m, c in pairs])

@@ -23,8 +23,16 @@ import pytest
 from ppe.replay.traces import read_trace
 
 CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
 # Two real VMs: 65 switches between idle and saturated (multi-mode), 413 varies within one mode.
@@ -33,14 +41,23 @@ SAMPLES = 288  # one day at the traces' 300 s spacing
 LINK_CAPACITY = 12.5e6  # B/s, a 100 Mbit/s link; the trace's own network traffic competes for it
 BENCHMARK = {"vm65": 2.0e-8, "vm413": 3.0e-8}  # dedicated s per element update
 # A small replay job, run by the server while the browser visits the other pages.
-REPLAY = {"traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "242.csv.gz"], "hosts": 3,
-          "starts": 6, "n": 2000, "iterations": 100, "executor": "serial",
-          "strategies": ["block", "mean", "conservative"], "replan": ["mean"]}
+REPLAY = {
+    "traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "242.csv.gz"],
+    "hosts": 3,
+    "starts": 6,
+    "n": 2000,
+    "iterations": 100,
+    "executor": "serial",
+    "strategies": ["block", "mean", "conservative"],
+    "replan": ["mean"],
+}
 
 pytestmark = [
     pytest.mark.browser,
-    pytest.mark.skipif(not Path(CHROMIUM).exists(),
-                       reason=f"{CHROMIUM} not installed (apt-get install chromium); .ci/run installs it"),
+    pytest.mark.skipif(
+        not Path(CHROMIUM).exists(),
+        reason=f"{CHROMIUM} not installed (apt-get install chromium); .ci/run installs it",
+    ),
 ]
 
 
@@ -50,8 +67,13 @@ def ppe_command() -> list[str]:
 
 
 def make_token(db_url: str, role: str) -> str:
-    out = subprocess.run([*ppe_command(), "token", "create", "--role", role, "--db", db_url],
-                         check=True, capture_output=True, text=True, timeout=60)
+    out = subprocess.run(
+        [*ppe_command(), "token", "create", "--role", role, "--db", db_url],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     return out.stdout.strip().splitlines()[-1]
 
 
@@ -68,14 +90,24 @@ def trace_measurements(traces_dir: Path, now: float) -> list[dict[str, object]]:
         ts = trace.timestamps[-SAMPLES:]
         ts = ts - ts[-1] + now - 5.0 * (i + 1)
         avail = trace.availability[-SAMPLES:]
-        items += [{"resource": name, "metric": "cpu", "timestamp": float(t), "value": float(v)}
-                  for t, v in zip(ts, avail, strict=True)]
+        items += [
+            {"resource": name, "metric": "cpu", "timestamp": float(t), "value": float(v)}
+            for t, v in zip(ts, avail, strict=True)
+        ]
         peer = names[(i + 1) % len(names)]
         rx = trace.net_rx_kbs[-SAMPLES:] if trace.net_rx_kbs is not None else np.zeros(len(ts))
         tx = trace.net_tx_kbs[-SAMPLES:] if trace.net_tx_kbs is not None else np.zeros(len(ts))
         bw = np.clip(LINK_CAPACITY - (rx + tx) * 1000.0, 0.05 * LINK_CAPACITY, LINK_CAPACITY)
-        items += [{"resource": name, "metric": "bandwidth", "peer": peer, "timestamp": float(t),
-                   "value": float(v)} for t, v in zip(ts, bw, strict=True)]
+        items += [
+            {
+                "resource": name,
+                "metric": "bandwidth",
+                "peer": peer,
+                "timestamp": float(t),
+                "value": float(v),
+            }
+            for t, v in zip(ts, bw, strict=True)
+        ]
     return items
 
 
@@ -93,7 +125,11 @@ class Browser:
 
         def guard(route) -> None:  # type: ignore[no-untyped-def]
             url = route.request.url
-            if url.startswith(self.base_url + "/") or url.startswith("data:") or url.startswith("blob:"):
+            if (
+                url.startswith(self.base_url + "/")
+                or url.startswith("data:")
+                or url.startswith("blob:")
+            ):
                 route.continue_()
             else:
                 self.external.append(url)
@@ -203,11 +239,12 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
             for chart in ("#chart-makespans", "#chart-ratio", "#chart-time", "#chart-modes"):
                 expect(page.locator(chart + " svg.main-svg").first).to_be_visible()
             found["replay_strategies"] = page.locator("#summary-body tr").evaluate_all(
-                "rs => rs.map(r => r.dataset.strategy)")
+                "rs => rs.map(r => r.dataset.strategy)"
+            )
             page.screenshot(path=str(out_dir / "replay-report.png"), full_page=True)
             unlabelled += page.evaluate(UNLABELLED_JS)
             found["unlabelled"] = unlabelled
-            report_path = page.url[len(base_url):]
+            report_path = page.url[len(base_url) :]
 
             # Phone width: no page scrolls sideways.
             page.set_viewport_size({"width": 390, "height": 844})
@@ -245,12 +282,18 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
     with httpx.Client(base_url=server.base_url, timeout=30) as api:
         sensor = {"Authorization": f"Bearer {tokens['sensor']}"}
         operator = {"Authorization": f"Bearer {tokens['operator']}"}
-        r = api.post("/api/v1/measurements", headers=sensor,
-                     json={"measurements": trace_measurements(traces_dir, time.time())})
+        r = api.post(
+            "/api/v1/measurements",
+            headers=sensor,
+            json={"measurements": trace_measurements(traces_dir, time.time())},
+        )
         assert r.status_code == 200, r.text
         for name, bench in BENCHMARK.items():
-            r = api.put(f"/api/v1/resources/{name}", headers=operator,
-                        json={"properties": {"benchmark": bench}})
+            r = api.put(
+                f"/api/v1/resources/{name}",
+                headers=operator,
+                json={"properties": {"benchmark": bench}},
+            )
             assert r.status_code == 200, r.text
         r = api.post("/api/v1/replays", headers=operator, json=REPLAY)
         assert r.status_code == 202, r.text
@@ -271,7 +314,14 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
     assert all(w <= 390 for w in found["phone_widths"].values()), found["phone_widths"]
     assert found["external"] == [], found["external"]
     assert found["errors"] == [], found["errors"]
-    for name in ("login", "overview", "host", "playground", "replays", "replay-report",
-                 "overview-phone"):
+    for name in (
+        "login",
+        "overview",
+        "host",
+        "playground",
+        "replays",
+        "replay-report",
+        "overview-phone",
+    ):
         shot = SCREENSHOTS / f"{name}.png"
         assert shot.stat().st_size > 10_000 and shot.stat().st_mtime >= started - 1, name

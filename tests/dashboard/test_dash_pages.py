@@ -22,7 +22,8 @@ URL_RE = re.compile(r"""(?:https?:)?//[A-Za-z0-9][\w.-]*\.[A-Za-z]{2,}""", re.I)
 # XML namespace names are identifiers that nothing fetches; they are the only URLs allowed
 # (in an xmlns attribute, or as the quoted SVG namespace handed to createElementNS).
 NAMESPACE_RE = re.compile(
-    r"""xmlns(?::\w+)?=["']http://www\.w3\.org/[^"']*["']|["']http://www\.w3\.org/2000/svg["']""")
+    r"""xmlns(?::\w+)?=["']http://www\.w3\.org/[^"']*["']|["']http://www\.w3\.org/2000/svg["']"""
+)
 
 
 class Markup(HTMLParser):
@@ -84,6 +85,7 @@ def all_pages(dash) -> dict[str, str]:  # type: ignore[no-untyped-def]
 
 # ---- login, logout, redirects ------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("path", PAGES)
 def test_pages_redirect_to_login_without_cookie(dash, path: str) -> None:  # type: ignore[no-untyped-def]
     r = dash.client.get(path, follow_redirects=False)
@@ -102,8 +104,11 @@ def test_login_sets_strict_httponly_cookie_and_pages_then_open(dash) -> None:  #
     form = dash.client.get("/login?next=/playground")
     assert form.status_code == 200
     assert 'name="next" value="/playground"' in form.text
-    r = dash.client.post("/login", data={"token": dash.tokens["operator"], "next": "/playground"},
-                         follow_redirects=False)
+    r = dash.client.post(
+        "/login",
+        data={"token": dash.tokens["operator"], "next": "/playground"},
+        follow_redirects=False,
+    )
     assert r.status_code == 303 and r.headers["location"] == "/playground"
     cookie = r.headers["set-cookie"]
     assert cookie.startswith(f"ppe_token={dash.tokens['operator']};")
@@ -157,11 +162,21 @@ def test_signed_in_login_page_goes_on(dash) -> None:  # type: ignore[no-untyped-
     assert r.status_code == 303 and r.headers["location"] == "/replays"
 
 
-@pytest.mark.parametrize("target", ["//evil.example/x", "https://evil.example/", "/\\evil.example",
-                                    "javascript:alert(1)", "/login", ""])
+@pytest.mark.parametrize(
+    "target",
+    [
+        "//evil.example/x",
+        "https://evil.example/",
+        "/\\evil.example",
+        "javascript:alert(1)",
+        "/login",
+        "",
+    ],
+)
 def test_next_never_leaves_the_dashboard(dash, target: str) -> None:  # type: ignore[no-untyped-def]
-    r = dash.client.post("/login", data={"token": dash.tokens["operator"], "next": target},
-                         follow_redirects=False)
+    r = dash.client.post(
+        "/login", data={"token": dash.tokens["operator"], "next": target}, follow_redirects=False
+    )
     assert r.headers["location"] == "/"
 
 
@@ -182,6 +197,7 @@ def test_host_name_is_escaped(dash) -> None:  # type: ignore[no-untyped-def]
 
 # ---- nothing external -------------------------------------------------------------------------
 
+
 def test_no_page_or_static_file_references_an_external_url(dash) -> None:  # type: ignore[no-untyped-def]
     dash.login()
     pages = all_pages(dash)
@@ -200,15 +216,26 @@ def test_no_page_or_static_file_references_an_external_url(dash) -> None:  # typ
     for t in TEMPLATES:
         problems += [f"{t.name}: {u}" for u in external_urls(t.read_text())]
     assert not problems, "\n".join(problems)
-    assert {f.name for f in STATIC_FILES} >= {"ppe.js", "dashboard.css", "overview.js", "host.js",
-                                              "playground.js", "replays.js", "replay.js"}
+    assert {f.name for f in STATIC_FILES} >= {
+        "ppe.js",
+        "dashboard.css",
+        "overview.js",
+        "host.js",
+        "playground.js",
+        "replays.js",
+        "replay.js",
+    }
 
 
 def test_every_local_reference_resolves(dash) -> None:  # type: ignore[no-untyped-def]
     """Scripts, styles and links on each page are served by this app (no 404 left to a CDN)."""
     dash.login()
-    refs = {value for html in all_pages(dash).values() for tag, attr, value in parse(html).refs
-            if tag in ("script", "link", "img")}
+    refs = {
+        value
+        for html in all_pages(dash).values()
+        for tag, attr, value in parse(html).refs
+        if tag in ("script", "link", "img")
+    }
     assert any(routes.PLOTLY_PATH in r for r in refs)
     dash.login()
     for ref in sorted(refs):
@@ -231,7 +258,10 @@ def test_plotly_comes_from_the_installed_package(dash) -> None:  # type: ignore[
     assert r.status_code == 200
     assert r.headers["content-encoding"] == "gzip"
     assert r.text == get_plotlyjs()
-    assert "immutable" in r.headers["cache-control"] and "max-age=31536000" in r.headers["cache-control"]
+    assert (
+        "immutable" in r.headers["cache-control"]
+        and "max-age=31536000" in r.headers["cache-control"]
+    )
     again = dash.client.get(routes.PLOTLY_PATH, headers={"If-None-Match": r.headers["etag"]})
     assert again.status_code == 304 and not again.content
     plain = dash.client.get(routes.PLOTLY_PATH, headers={"Accept-Encoding": "identity"})
@@ -240,14 +270,19 @@ def test_plotly_comes_from_the_installed_package(dash) -> None:  # type: ignore[
 
 # ---- accessibility of the server-rendered controls ---------------------------------------------
 
+
 def test_every_control_has_a_label(dash) -> None:  # type: ignore[no-untyped-def]
     dash.login()
     for path, html in all_pages(dash).items():
         m = parse(html)
         assert m.controls or path.startswith("/replays"), path
         for c in m.controls:
-            labelled = c.get("_in_label") or c.get("aria-label") or c.get("aria-labelledby") or (
-                c.get("id") in m.label_for)
+            labelled = (
+                c.get("_in_label")
+                or c.get("aria-label")
+                or c.get("aria-labelledby")
+                or (c.get("id") in m.label_for)
+            )
             assert labelled, f"{path}: unlabelled {c}"
         for b in m.buttons:
             assert b["_text"] or b.get("aria-label"), f"{path}: button without a name {b}"

@@ -82,14 +82,14 @@ def test_horizon_averages_shrink_iid_noise() -> None:
 def test_horizon_keeps_slow_modes_and_uses_only_the_past(traces: dict[str, Trace]) -> None:
     tr = traces["41"]
     now = float(tr.timestamps[5000])
-    d = horizon_distribution(tr.timestamps, tr.availability, 3600.0, now,
-                             lookback_s=10 * 86400.0)
+    d = horizon_distribution(tr.timestamps, tr.availability, 3600.0, now, lookback_s=10 * 86400.0)
     assert d.multimode  # idle/saturated epochs last longer than an hour
     x = tr.availability.copy()
     x[5000:] = 0.5
     assert horizon_distribution(tr.timestamps, x, 3600.0, now, lookback_s=10 * 86400.0) == d
     with pytest.raises(ValueError):
         horizon_distribution(tr.timestamps, tr.availability, 0.0, now)
-    short = horizon_distribution(tr.timestamps[:5], tr.availability[:5], 86400.0,
-                                 float(tr.timestamps[5]))
+    short = horizon_distribution(
+        tr.timestamps[:5], tr.availability[:5], 86400.0, float(tr.timestamps[5])
+    )
     assert short == fit_distribution(tr.availability[:5])

@@ -75,8 +75,10 @@ def test_discounted_selection_adapts_to_a_new_epoch() -> None:
     disc = batch_forecasts(x, ForecasterConfig(selection="discounted"))
     cum = batch_forecasts(x, ForecasterConfig(selection="cumulative"))
     late = slice(3000 + 600, None)
-    assert np.abs(x[late] - disc.forecast[late][:-1]).mean() < np.abs(
-        x[late] - cum.forecast[late][:-1]).mean()
+    assert (
+        np.abs(x[late] - disc.forecast[late][:-1]).mean()
+        < np.abs(x[late] - cum.forecast[late][:-1]).mean()
+    )
 
 
 def test_interval_covers_iid_noise() -> None:
@@ -105,8 +107,14 @@ def test_config_validation() -> None:
         ForecasterConfig(gains=(1.5,))
     with pytest.raises(ValueError, match="trimmed"):
         ForecasterConfig(trimmed=((4, 2),))
-    small = ForecasterConfig(mean_widths=(), median_widths=(3,), trimmed=(), gains=(0.5,),
-                             adaptive_widths=(), ar_orders=())
+    small = ForecasterConfig(
+        mean_widths=(),
+        median_widths=(3,),
+        trimmed=(),
+        gains=(0.5,),
+        adaptive_widths=(),
+        ar_orders=(),
+    )
     assert member_names(small) == ["last", "mean", "median3", "exp0.5"]
     res = batch_forecasts(np.array([0.2, 0.4, 0.6]), small)
     assert res.forecast.shape == (4,) and np.isfinite(res.forecast[1:]).all()

@@ -49,8 +49,10 @@ def test_only_the_past_is_used() -> None:
     series, now = _series()
     base = co_movement(series, now - 86400.0, 3600.0)
     rng = np.random.default_rng(1)
-    changed = [(ts, np.where(ts >= now - 86400.0, rng.uniform(0.01, 1.0, ts.size), xs))
-               for ts, xs in series]
+    changed = [
+        (ts, np.where(ts >= now - 86400.0, rng.uniform(0.01, 1.0, ts.size), xs))
+        for ts, xs in series
+    ]
     np.testing.assert_array_equal(co_movement(changed, now - 86400.0, 3600.0), base)
     assert not np.array_equal(co_movement(changed, now, 3600.0), co_movement(series, now, 3600.0))
 

@@ -19,13 +19,24 @@ def write_csv(path: Path, n: int, seed: int, header: bool = True) -> Path:
     return path
 
 
-def test_json_report_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str],
-                           traces_dir: Path) -> None:
+def test_json_report_shape(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], traces_dir: Path
+) -> None:
     a = write_csv(tmp_path / "a.csv", 500, 1)
     short = write_csv(tmp_path / "short.csv", 100, 2, header=False)
     out = tmp_path / "report.json"
-    argv = [str(a), str(short), str(traces_dir / "195.csv.gz"), "--json", "--out", str(out),
-            "--baselines", "ses,ar2", "--baseline-refit", "96"]
+    argv = [
+        str(a),
+        str(short),
+        str(traces_dir / "195.csv.gz"),
+        "--json",
+        "--out",
+        str(out),
+        "--baselines",
+        "ses,ar2",
+        "--baseline-refit",
+        "96",
+    ]
     assert main(argv) == 0
     report = json.loads(capsys.readouterr().out)
     assert json.loads(out.read_text()) == report
@@ -42,8 +53,10 @@ def test_json_report_shape(tmp_path: Path, capsys: pytest.CaptureFixture[str],
     assert {"file", "mae", "rmse", "coverage95", "multimode"} <= set(bimodal)
     assert bimodal["dead_dropped"] > 10000 and bimodal["multimode"] is True
     assert overall["samples"] == sum(s["evaluated"] for s in report["series"] if "evaluated" in s)
-    pooled = (series["a.csv"]["mae"] * series["a.csv"]["evaluated"]
-              + bimodal["mae"] * bimodal["evaluated"]) / overall["samples"]
+    pooled = (
+        series["a.csv"]["mae"] * series["a.csv"]["evaluated"]
+        + bimodal["mae"] * bimodal["evaluated"]
+    ) / overall["samples"]
     assert overall["adaptive"]["mae"] == pytest.approx(pooled)
 
 

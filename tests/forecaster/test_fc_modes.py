@@ -40,8 +40,11 @@ def test_synthetic_modes() -> None:
     d = fit_distribution(two)
     assert d.kind == "mixture" and len(d.components) == 2
     (w1, m1, s1), (w2, m2, s2) = sorted(d.components, key=lambda c: c[1])
-    assert (w1, m1, m2) == (pytest.approx(0.6, abs=0.03), pytest.approx(0.3, abs=0.01),
-                            pytest.approx(0.9, abs=0.01))
+    assert (w1, m1, m2) == (
+        pytest.approx(0.6, abs=0.03),
+        pytest.approx(0.3, abs=0.01),
+        pytest.approx(0.9, abs=0.01),
+    )
     assert d.interval(0.95)[0] < 0.3 < 0.9 < d.interval(0.95)[1]
     one = fit_distribution(rng.normal(0.7, 0.05, 1000))
     assert one.kind == "normal" and not one.multimode
@@ -70,8 +73,9 @@ def test_consolidate_rules() -> None:
 def test_mixture_quantiles_match_sampling() -> None:
     d = Distribution("mixture", [(0.3, 0.05, 0.02), (0.7, 0.95, 0.03)], 0.68, 0.41, True, 100)
     rng = np.random.default_rng(0)
-    draws = np.where(rng.random(200_000) < 0.3, rng.normal(0.05, 0.02, 200_000),
-                     rng.normal(0.95, 0.03, 200_000))
+    draws = np.where(
+        rng.random(200_000) < 0.3, rng.normal(0.05, 0.02, 200_000), rng.normal(0.95, 0.03, 200_000)
+    )
     for q in (0.025, 0.2, 0.5, 0.975):
         assert d.ppf(q) == pytest.approx(np.quantile(draws, q), abs=0.005)
     assert d.to_dict()["components"][1] == {"weight": 0.7, "mean": 0.95, "std": 0.03}

@@ -16,8 +16,9 @@ LENGTH = 1500
 def online_rows(trace: Trace, cfg: ForecasterConfig, every: int) -> list[tuple[int, object]]:
     fc = SeriesForecaster(cfg)
     rows = []
-    for i, (t, v) in enumerate(zip(trace.timestamps[:LENGTH], trace.availability[:LENGTH],
-                                   strict=True)):
+    for i, (t, v) in enumerate(
+        zip(trace.timestamps[:LENGTH], trace.availability[:LENGTH], strict=True)
+    ):
         fc.update(float(t), float(v))
         if i % every == 0 or i < 40:
             rows.append((i + 1, fc.forecast(0.9), fc.member_forecasts()))
@@ -27,8 +28,12 @@ def online_rows(trace: Trace, cfg: ForecasterConfig, every: int) -> list[tuple[i
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize(
     "cfg",
-    [ForecasterConfig(), ForecasterConfig(selection="cumulative", selection_error="squared",
-                                          interval_window=60, ar_refit=5)],
+    [
+        ForecasterConfig(),
+        ForecasterConfig(
+            selection="cumulative", selection_error="squared", interval_window=60, ar_refit=5
+        ),
+    ],
     ids=["default", "nws"],
 )
 def test_online_equals_batch(traces: dict[str, Trace], name: str, cfg: ForecasterConfig) -> None:
@@ -73,8 +78,9 @@ def test_online_rejects_bad_measurements() -> None:
 def replay_online(trace: Trace, every: int) -> tuple[np.ndarray, list[tuple[int, object]]]:
     fc = SeriesForecaster()
     members, picks = [], []
-    for i, (t, v) in enumerate(zip(trace.timestamps.tolist(), trace.availability.tolist(),
-                                   strict=True)):
+    for i, (t, v) in enumerate(
+        zip(trace.timestamps.tolist(), trace.availability.tolist(), strict=True)
+    ):
         fc.update(t, v)
         members.append(fc.member_forecasts())
         if i % every == 0:
@@ -88,7 +94,10 @@ def assert_same(trace: Trace, every: int) -> None:
     np.testing.assert_array_equal(members, batch.members[1:])
     for row, one in picks:
         assert (one.value, one.lower, one.upper) == (
-            batch.forecast[row], batch.lower[row], batch.upper[row])
+            batch.forecast[row],
+            batch.lower[row],
+            batch.upper[row],
+        )
         assert one.predictor == batch.names[batch.winner[row]]
 
 

@@ -17,10 +17,12 @@ def test_state_and_fit_cache_change_nothing(traces_dir) -> None:  # type: ignore
     cache: dict = {}
     for horizon in (None, 3600.0):
         plain = forecast_series(ts, xs, horizon_s=horizon, bounds=(0, 1))
-        fast = forecast_series(ts, xs, horizon_s=horizon, bounds=(0, 1), state=state,
-                               fit_cache=cache)
-        again = forecast_series(ts, xs, horizon_s=horizon, bounds=(0, 1), state=state,
-                                fit_cache=cache)
+        fast = forecast_series(
+            ts, xs, horizon_s=horizon, bounds=(0, 1), state=state, fit_cache=cache
+        )
+        again = forecast_series(
+            ts, xs, horizon_s=horizon, bounds=(0, 1), state=state, fit_cache=cache
+        )
         assert fast == plain == again
     assert len(cache) == 2
 

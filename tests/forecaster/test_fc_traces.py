@@ -26,8 +26,10 @@ HEADER = (
 
 
 def gwa_row(ts: int, cores: int, cap: float, usage_pct: float, rx: float = 1.0) -> str:
-    return f"{ts};\t{cores};\t{cap};\t{cap * usage_pct / 100};\t{usage_pct};\t8.0;\t4.0;\t0.0;\t" \
+    return (
+        f"{ts};\t{cores};\t{cap};\t{cap * usage_pct / 100};\t{usage_pct};\t8.0;\t4.0;\t0.0;\t"
         f"0.0;\t{rx};\t2.0"
+    )
 
 
 def write(path: Path, lines: list[str], gz: bool = False) -> Path:
@@ -109,7 +111,7 @@ def test_real_traces(traces_dir: Path) -> None:
     assert by_name["195"].duplicates_dropped > 7000  # interleaved streams
     assert by_name["195"].dead_fraction > 0.9
     assert 0.1 < by_name["45"].dead_fraction < 0.2 and by_name["45"].dead[0]
-    (first, last), = dead_stretches(by_name["45"])  # dead for its first ~4.4 days
+    ((first, last),) = dead_stretches(by_name["45"])  # dead for its first ~4.4 days
     assert first == by_name["45"].timestamps[0] and 4.0 < (last - first) / 86400 < 4.6
     assert by_name["41"].dead_fraction == 0
     assert by_name["41"].cpu_usage_pct.max() > 100

@@ -26,8 +26,14 @@ FALL = START + 600.0  # host "a" falls 10 minutes into the run
 
 
 def _trace(name: str, values: np.ndarray, ts: np.ndarray) -> Trace:
-    return Trace(name, ts, (1 - values) * 100, values, np.ones(values.size),
-                 np.zeros(values.size, dtype=bool))
+    return Trace(
+        name,
+        ts,
+        (1 - values) * 100,
+        values,
+        np.ones(values.size),
+        np.zeros(values.size, dtype=bool),
+    )
 
 
 def _traces(late_change: float | None = None) -> list[Trace]:
@@ -52,10 +58,21 @@ def _traces(late_change: float | None = None) -> list[Trace]:
 
 def _config() -> ReplayConfig:
     # 200 rows each x 600 x 200 iterations x 1e-4 s: 40 minutes on three quiet hosts
-    return ReplayConfig(traces=("synthetic",), n=600, iterations=200, hosts=3, starts=1,
-                        strategies=("expected",), replan=("expected",), benchmark=1e-4,
-                        benchmark_spread=0.0, executor="serial", schedule_samples=1000,
-                        predict_samples=2000, latency=0.0)
+    return ReplayConfig(
+        traces=("synthetic",),
+        n=600,
+        iterations=200,
+        hosts=3,
+        starts=1,
+        strategies=("expected",),
+        replan=("expected",),
+        benchmark=1e-4,
+        benchmark_spread=0.0,
+        executor="serial",
+        schedule_samples=1000,
+        predict_samples=2000,
+        latency=0.0,
+    )
 
 
 def _run(traces: list[Trace], fail_first: bool = False) -> tuple[float, float, list[dict]]:
@@ -66,8 +83,11 @@ def _run(traces: list[Trace], fail_first: bool = False) -> tuple[float, float, l
     case = Case(0, START, (0, 1, 2), seed=1)
     plans = [plan_case(case, hosts, config)]
     banks = make_banks(hosts)
-    static = simulate(banks[0], run_specs([case], hosts, [plans[0].outcomes["expected"].rows],
-                                          False), config.sim_config()).makespan[0]
+    static = simulate(
+        banks[0],
+        run_specs([case], hosts, [plans[0].outcomes["expected"].rows], False),
+        config.sim_config(),
+    ).makespan[0]
     calls = []
 
     def replan_map(kind: str, jobs: list) -> list:

@@ -20,15 +20,26 @@ pytestmark = [
 
 
 def test_dask_cluster_matches_serial() -> None:
-    config = dict(traces=FILES, n=400, iterations=40, hosts=3, starts=4,
-                  strategies=["mean", "conservative"], benchmark=2e-5, schedule_samples=500,
-                  predict_samples=1000, seed=5)
+    config = dict(
+        traces=FILES,
+        n=400,
+        iterations=40,
+        hosts=3,
+        starts=4,
+        strategies=["mean", "conservative"],
+        benchmark=2e-5,
+        schedule_samples=500,
+        predict_samples=1000,
+        seed=5,
+    )
     serial = run_replay({**config, "executor": "serial"})
     # Worker processes: plans travel to and from them pickled, as on a real cluster.
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
-                                  dashboard_address=None) as cluster:
-        on_dask = run_replay({**config, "executor": "dask",
-                              "scheduler_address": cluster.scheduler_address})
+    with distributed.LocalCluster(
+        n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+    ) as cluster:
+        on_dask = run_replay(
+            {**config, "executor": "dask", "scheduler_address": cluster.scheduler_address}
+        )
     assert on_dask["strategies"] == serial["strategies"]
     assert on_dask["runs"] == serial["runs"]
     # 4 starts x (2 static strategies + expected re-planning, the default `replan`)

@@ -40,9 +40,17 @@ def traces():
 
 def _small(**kw) -> ReplayConfig:
     base = dict(
-        traces=tuple(str(f) for f in FILES), n=400, iterations=60, hosts=3, starts=4,
-        strategies=("block", "static", "mean", "expected"), benchmark=2e-5,
-        schedule_samples=500, predict_samples=1000, executor="serial", seed=3,
+        traces=tuple(str(f) for f in FILES),
+        n=400,
+        iterations=60,
+        hosts=3,
+        starts=4,
+        strategies=("block", "static", "mean", "expected"),
+        benchmark=2e-5,
+        schedule_samples=500,
+        predict_samples=1000,
+        executor="serial",
+        seed=3,
     )
     base.update(kw)
     return ReplayConfig(**base)
@@ -67,13 +75,23 @@ def test_future_values_never_change_a_start_s_plans(traces) -> None:
     for s in config.strategies:
         b, a = before.outcomes[s], after.outcomes[s]
         assert b.error is None
-        assert (a.rows, a.mean, a.lo, a.hi, a.horizon_s) == (b.rows, b.mean, b.lo, b.hi,
-                                                             b.horizon_s)
+        assert (a.rows, a.mean, a.lo, a.hi, a.horizon_s) == (
+            b.rows,
+            b.mean,
+            b.lo,
+            b.hi,
+            b.horizon_s,
+        )
     # and the past does matter: scrambling it changes the plans
-    past = [dataclasses.replace(tr, availability=np.where(tr.timestamps < case.start,
-                                                          rng.uniform(0.01, 1.0, len(tr)),
-                                                          tr.availability))
-            for tr in traces]
+    past = [
+        dataclasses.replace(
+            tr,
+            availability=np.where(
+                tr.timestamps < case.start, rng.uniform(0.01, 1.0, len(tr)), tr.availability
+            ),
+        )
+        for tr in traces
+    ]
     changed = plan_case(case, prepare_hosts(past, config), config)
     assert changed.outcomes["mean"].mean != before.outcomes["mean"].mean
 
@@ -97,8 +115,14 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
     assert len(report["runs"]) == 4 * len(config.reported())
     assert "expected+replan" in report["strategies"]  # re-planning runs by default
     for name, st in report["strategies"].items():
-        assert {"makespan_mean", "makespan_p50", "makespan_p95", "vs_oracle", "coverage",
-                "mae_rel"} <= set(st)
+        assert {
+            "makespan_mean",
+            "makespan_p50",
+            "makespan_p95",
+            "vs_oracle",
+            "coverage",
+            "mae_rel",
+        } <= set(st)
         assert st["n"] == 4 and st["failed"] == 0
         assert st["makespan_p50"] <= st["makespan_p95"]
         if name in config.strategies:  # the oracle's static schedule beats every static one;
@@ -115,7 +139,8 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
             assert run["actual"] >= run["oracle"] - 1e-9
     # block is equal strips; the model-driven strategies should not lose to it on average
     assert report["strategies"]["expected"]["makespan_mean"] <= (
-        report["strategies"]["block"]["makespan_mean"] * 1.05)
+        report["strategies"]["block"]["makespan_mean"] * 1.05
+    )
     json.dumps(report, allow_nan=False)
     page = render_html(report)
     assert "Plotly" in page and len(page) > 1_000_000  # plotly.js inlined
@@ -124,14 +149,20 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
 
 def test_results_do_not_depend_on_worker_count(traces) -> None:
     serial = run_experiment(traces, _small(strategies=("mean", "quantile")))
-    pooled = run_experiment(traces, _small(strategies=("mean", "quantile"), executor="process",
-                                           workers=2))
+    pooled = run_experiment(
+        traces, _small(strategies=("mean", "quantile"), executor="process", workers=2)
+    )
     assert serial["runs"] == pooled["runs"]
     assert serial["strategies"] == pooled["strategies"]
     # from a worker thread, as the service runs replay jobs (then the pool uses forkserver)
     box: list[dict] = []
-    worker = threading.Thread(target=lambda: box.append(run_experiment(
-        traces, _small(strategies=("mean", "quantile"), executor="process", workers=2))))
+    worker = threading.Thread(
+        target=lambda: box.append(
+            run_experiment(
+                traces, _small(strategies=("mean", "quantile"), executor="process", workers=2)
+            )
+        )
+    )
     worker.start()
     worker.join(120)
     assert box and box[0]["runs"] == serial["runs"]
@@ -139,10 +170,36 @@ def test_results_do_not_depend_on_worker_count(traces) -> None:
 
 def test_command_writes_json_and_html(tmp_path: Path) -> None:
     out, page = tmp_path / "r.json", tmp_path / "r.html"
-    code = main([str(FILES[0]), str(FILES[1]), str(FILES[4]), "--hosts", "2", "--starts", "2",
-                 "--n", "200", "--iterations", "20", "--benchmark", "2e-5",
-                 "--strategies", "mean,conservative", "--replan", "mean", "--replan-every", "120",
-                 "--executor", "serial", "--quiet", "--out", str(out), "--html", str(page)])
+    code = main(
+        [
+            str(FILES[0]),
+            str(FILES[1]),
+            str(FILES[4]),
+            "--hosts",
+            "2",
+            "--starts",
+            "2",
+            "--n",
+            "200",
+            "--iterations",
+            "20",
+            "--benchmark",
+            "2e-5",
+            "--strategies",
+            "mean,conservative",
+            "--replan",
+            "mean",
+            "--replan-every",
+            "120",
+            "--executor",
+            "serial",
+            "--quiet",
+            "--out",
+            str(out),
+            "--html",
+            str(page),
+        ]
+    )
     assert code == 0
     report = json.loads(out.read_text())
     assert set(report["strategies"]) == {"mean", "conservative", "mean+replan"}
@@ -181,8 +238,9 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
         hosts = prepare_hosts(traces, cfg)
         bank, net = make_banks(hosts)
         assert net is not None
-        times.append(simulate(bank, run_specs(cases, hosts, rows, True), cfg.sim_config(),
-                              net).makespan)
+        times.append(
+            simulate(bank, run_specs(cases, hosts, rows, True), cfg.sim_config(), net).makespan
+        )
     assert np.all(times[1] > times[0])
 
 

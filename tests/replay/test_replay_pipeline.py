@@ -74,12 +74,18 @@ def test_first_passage_sees_slow_epochs_a_window_mean_caps() -> None:
     xs = np.array([1.0, 1.0] + [1.0, 1.0] + [0.01] * 20 + [1.0] * 30)
     ts = np.arange(xs.size) * 300.0
     now = ts[-1] + 1.0
-    opts = AnalogOptions(neighbours=0.0, min_neighbours=1, state_samples=2,
-                         unconditional_weight=0.0)
+    opts = AnalogOptions(
+        neighbours=0.0, min_neighbours=1, state_samples=2, unconditional_weight=0.0
+    )
     fp = analog_values(ts, xs, now, 4 * 300.0, opts, conditional=False)
-    window = analog_values(ts, xs, now, 4 * 300.0,
-                           AnalogOptions(first_passage=False, state_samples=2),
-                           conditional=False)
+    window = analog_values(
+        ts,
+        xs,
+        now,
+        4 * 300.0,
+        AnalogOptions(first_passage=False, state_samples=2),
+        conditional=False,
+    )
     assert fp is not None and window is not None
     # the start at index 2: window mean over 4 samples is (1+1+0.01+0.01)/4 ~ 0.5,
     # first passage: typical work 4 samples x 1.0 -> 2 samples idle + 20 saturated
@@ -105,8 +111,11 @@ def test_history_forecasts_refuse_data_at_or_after_now() -> None:
 
 def _fixed(cpus: dict[str, float], bw: float = 1e6, lat: float = 1e-3):
     def forecasts_for(horizon: float | None) -> dict[str, HostForecasts]:
-        return {n: HostForecasts(cpu=Point(c), default_bandwidth=Point(bw), latency=lat)
-                for n, c in cpus.items()}
+        return {
+            n: HostForecasts(cpu=Point(c), default_bandwidth=Point(bw), latency=lat)
+            for n, c in cpus.items()
+        }
+
     return forecasts_for
 
 
@@ -123,8 +132,12 @@ def test_plan_prediction_equals_simulation_on_constant_load(app: str) -> None:
     assert res.allocation() == pytest.approx([240, 240, 120], abs=6)
     assert res.allocation()[1] < res.allocation()[0]
     sim = simulate_one(
-        [[0.0]] * 3, [[c] for c in cpus.values()], res.allocation(), [2e-6, 1e-6, 1e-6],
-        100.0, SimConfig(app, 600, 40, bandwidth=1e6, latency=1e-3),
+        [[0.0]] * 3,
+        [[c] for c in cpus.values()],
+        res.allocation(),
+        [2e-6, 1e-6, 1e-6],
+        100.0,
+        SimConfig(app, 600, 40, bandwidth=1e6, latency=1e-3),
     )
     assert res.makespan.mean() == pytest.approx(sim, rel=1e-9)
 
@@ -140,16 +153,22 @@ def test_plan_block_and_static_baselines() -> None:
 
 def test_predict_allocation_settles_and_reports_per_host() -> None:
     hosts = [HostMeta("a", 1e-6), HostMeta("b", 1e-6)]
-    res = predict_allocation("jacobi2d", {"n": 100, "iterations": 10}, hosts,
-                             _fixed({"a": 1.0, "b": 0.5}), {"a": 60, "b": 40})
+    res = predict_allocation(
+        "jacobi2d",
+        {"n": 100, "iterations": 10},
+        hosts,
+        _fixed({"a": 1.0, "b": 0.5}),
+        {"a": 60, "b": 40},
+    )
     t_a = 10 * 60 * 100 * 1e-6 + 10 * (100 * 8 / 1e6 + 1e-3)
     t_b = 10 * 40 * 100 * 1e-6 / 0.5 + 10 * (100 * 8 / 1e6 + 1e-3)
     assert res.per_host["a"].mean() == pytest.approx(t_a)
     assert res.makespan.mean() == pytest.approx(max(t_a, t_b))
     assert math.isfinite(res.horizon_s or math.nan)
     with pytest.raises(ValueError, match="no rows"):
-        predict_allocation("sor", {"n": 10, "iterations": 1}, hosts, _fixed({"a": 1, "b": 1}),
-                           {"a": 10})
+        predict_allocation(
+            "sor", {"n": 10, "iterations": 1}, hosts, _fixed({"a": 1, "b": 1}), {"a": 10}
+        )
 
 
 def test_replan_looks_one_check_ahead_and_moves_only_when_it_pays() -> None:
@@ -163,8 +182,17 @@ def test_replan_looks_one_check_ahead_and_moves_only_when_it_pays() -> None:
     hosts = [HostMeta("a", 1e-6), HostMeta("b", 1e-6)]
     params = {"n": 200, "iterations": 50}
     policy = ReplanPolicy(every_s=120.0)
-    r = replan("sor", params, hosts, forecasts_for, "mean", {"a": 100, "b": 100}, policy,
-               row_bytes=1600.0, bandwidth=1e6)
+    r = replan(
+        "sor",
+        params,
+        hosts,
+        forecasts_for,
+        "mean",
+        {"a": 100, "b": 100},
+        policy,
+        row_bytes=1600.0,
+        bandwidth=1e6,
+    )
     assert set(asked) == {120.0}  # forecasts up to the next check, in one round
     assert r.plan.rounds == 1 and r.plan.horizon_s == 120.0
     assert r.move and r.plan.rows["b"] < 20 < 100 < r.plan.rows["a"]
@@ -172,8 +200,17 @@ def test_replan_looks_one_check_ahead_and_moves_only_when_it_pays() -> None:
     assert r.migration_s == pytest.approx((r.plan.rows["a"] - 100) * 1600 / 1e6)
     assert r.keep.makespan.mean() > 5 * r.plan.makespan.mean()
     # already on the new plan's rows: nothing to move, nothing gained
-    again = replan("sor", params, hosts, forecasts_for, "mean", r.plan.rows, policy,
-                   row_bytes=1600.0, bandwidth=1e6)
+    again = replan(
+        "sor",
+        params,
+        hosts,
+        forecasts_for,
+        "mean",
+        r.plan.rows,
+        policy,
+        row_bytes=1600.0,
+        bandwidth=1e6,
+    )
     assert not again.move and again.migration_s == 0.0
 
 
@@ -241,12 +278,15 @@ def test_horizon_is_a_typical_run_not_one_pulled_up_by_rare_stalls() -> None:
 
     def forecasts_for(horizon: float | None) -> dict[str, HostForecasts]:
         asked.append(horizon)
-        return {"a": HostForecasts(cpu=risky, default_bandwidth=Point(1e6), latency=1e-3),
-                "b": HostForecasts(cpu=Point(1.0), default_bandwidth=Point(1e6), latency=1e-3)}
+        return {
+            "a": HostForecasts(cpu=risky, default_bandwidth=Point(1e6), latency=1e-3),
+            "b": HostForecasts(cpu=Point(1.0), default_bandwidth=Point(1e6), latency=1e-3),
+        }
 
     hosts = [HostMeta("a", 1e-6), HostMeta("b", 1e-6)]
-    res = predict_allocation("sor", {"n": 200, "iterations": 50}, hosts, forecasts_for,
-                             {"a": 100, "b": 100})
+    res = predict_allocation(
+        "sor", {"n": 200, "iterations": 50}, hosts, forecasts_for, {"a": 100, "b": 100}
+    )
     median, mean = res.makespan.median(), res.makespan.mean()
     assert mean > 1.5 * median  # the stall's weight in the mean
     assert res.converged

@@ -16,7 +16,9 @@ def test_two_host_two_sample_hand_computation() -> None:
     #   rate 1 -> 100.5, +1 -> 101.5. Synchronise at 101.5.
     # Iteration 2: A at 0.5: 50+1+50+1 -> 203.5; B at 1: 25+1+25+1 -> 153.5. End 203.5.
     config = SimConfig("sor", n=10, iterations=2, bandwidth=80.0, latency=0.0)
-    t = simulate_one([[0, 100], [0, 100]], [[1.0, 0.5], [0.5, 1.0]], [5, 5], [1.0, 1.0], 0.0, config)
+    t = simulate_one(
+        [[0, 100], [0, 100]], [[1.0, 0.5], [0.5, 1.0]], [5, 5], [1.0, 1.0], 0.0, config
+    )
     assert t == pytest.approx(203.5, abs=1e-9)
 
 
@@ -109,14 +111,21 @@ def test_stopping_at_a_check_and_resuming_gives_the_same_run() -> None:
     assert whole.done is not None and whole.done[0] == 40
     t, left, slices = 100.0, 40, 0
     while left > 0:
-        part = simulate(bank, [RunSpec(base.hosts, base.rows, base.benchmark, t, None, left)],
-                        config, until=t + 90.0)
+        part = simulate(
+            bank,
+            [RunSpec(base.hosts, base.rows, base.benchmark, t, None, left)],
+            config,
+            until=t + 90.0,
+        )
         assert part.done is not None and 1 <= part.done[0] <= left
         end = t + float(part.makespan[0])
         if part.done[0] < left:  # stopped at the first boundary past the check, not later
             assert end >= t + 90.0
-            one_less = simulate(bank, [RunSpec(base.hosts, base.rows, base.benchmark, t, None,
-                                               int(part.done[0]) - 1)], config)
+            one_less = simulate(
+                bank,
+                [RunSpec(base.hosts, base.rows, base.benchmark, t, None, int(part.done[0]) - 1)],
+                config,
+            )
             assert t + float(one_less.makespan[0]) < t + 90.0
         t, left, slices = end, left - int(part.done[0]), slices + 1
     assert slices > 2

@@ -21,7 +21,8 @@ def _problem(risky_a: object) -> tuple[Problem, np.ndarray, np.ndarray]:
     """The risky host first, then 7 quiet ones; ``rows`` keeps the risky host on 30 % of
     its balanced share (what the solver's linear model does with such a host)."""
     hosts = [StochasticHost("risky", risky_a, Point(0.5))] + [
-        StochasticHost(f"h{i}", Normal(PER_ROW, 0.01 * PER_ROW), Point(0.5)) for i in range(7)]
+        StochasticHost(f"h{i}", Normal(PER_ROW, 0.01 * PER_ROW), Point(0.5)) for i in range(7)
+    ]
     problem = Problem(tuple(hosts), N, samples=2000, seed=5)
     start = problem.balanced(*problem.shifted(0.0), "mean")
     partial = int(0.3 * start[0])
@@ -34,9 +35,14 @@ def _actual(rows: np.ndarray, stall: bool) -> float:
     """SOR on the simulator: every host idle, except the risky one at 1/DEPTH for 100 s
     from 10 s on."""
     risky = ([0.0, 10.0, 110.0], [1.0, 1.0 / DEPTH, 1.0]) if stall else ([0.0], [1.0])
-    return simulate_one([risky[0]] + [[0.0]] * 7, [risky[1]] + [[1.0]] * 7,
-                        [int(r) for r in rows], [BENCHMARK] * 8, 0.0,
-                        SimConfig("sor", N, ITERATIONS))
+    return simulate_one(
+        [risky[0]] + [[0.0]] * 7,
+        [risky[1]] + [[1.0]] * 7,
+        [int(r) for r in rows],
+        [BENCHMARK] * 8,
+        0.0,
+        SimConfig("sor", N, ITERATIONS),
+    )
 
 
 def test_a_partial_share_against_a_stall_is_cut_to_one_that_keeps_pace() -> None:

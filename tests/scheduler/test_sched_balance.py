@@ -58,8 +58,12 @@ def test_host_with_negative_share_is_dropped() -> None:
 
 def test_dropping_cascades() -> None:
     # Dropping h4 alone (B = 300) still leaves h3 (B = 120) negative: T = 60 without both.
-    hosts = [LinearHost("h1", 1, 0), LinearHost("h2", 1, 0), LinearHost("h3", 1, 120),
-             LinearHost("h4", 1, 300)]
+    hosts = [
+        LinearHost("h1", 1, 0),
+        LinearHost("h2", 1, 0),
+        LinearHost("h3", 1, 120),
+        LinearHost("h4", 1, 300),
+    ]
     alloc = balance(hosts, 120)
     assert alloc.rows == {"h1": 60, "h2": 60, "h3": 0, "h4": 0}
 
@@ -81,8 +85,7 @@ def test_binding_min_rows() -> None:
 
 def test_binding_bounds_on_three_hosts() -> None:
     # Unbounded: 400, 200, 100. h1 capped at 300 -> remaining 400 over h2, h3: T = 400/0.75.
-    hosts = [LinearHost("h1", 1, 0, max_rows=300), LinearHost("h2", 2, 0),
-             LinearHost("h3", 4, 0)]
+    hosts = [LinearHost("h1", 1, 0, max_rows=300), LinearHost("h2", 2, 0), LinearHost("h3", 4, 0)]
     alloc = balance(hosts, 700)
     assert alloc.level == pytest.approx(400 / 0.75)
     assert alloc.rows["h1"] == 300
@@ -105,9 +108,11 @@ def test_total_equal_to_bounds() -> None:
 def test_rounding_noise_on_a_flat_segment() -> None:
     # Found by fuzzing: the level's fill reaches the total at a knot followed by a flat
     # segment; rounding noise once put the level there, with no host left to balance.
-    hosts = [LinearHost("h0", 6.763999042658161, 48.21180319033986, 3, 14),
-             LinearHost("h1", 0.05, 59.700278865728066, 2, 3),
-             LinearHost("h2", 2.586018137723681, 56.97776958244742, 2, 14)]
+    hosts = [
+        LinearHost("h0", 6.763999042658161, 48.21180319033986, 3, 14),
+        LinearHost("h1", 0.05, 59.700278865728066, 2, 3),
+        LinearHost("h2", 2.586018137723681, 56.97776958244742, 2, 14),
+    ]
     alloc = balance(hosts, 8)
     assert alloc.rows == {"h0": 3, "h1": 3, "h2": 2}
     assert math.isfinite(alloc.level)
@@ -121,10 +126,16 @@ def test_zero_rows() -> None:
 @pytest.mark.parametrize(
     ("hosts", "rows", "phrase"),
     [
-        ([LinearHost("h1", 1, 0, max_rows=100), LinearHost("h2", 1, 0, max_rows=150)], 300,
-         "max_rows sum to 250 < 300"),
-        ([LinearHost("h1", 1, 0, min_rows=200), LinearHost("h2", 1, 0, min_rows=150)], 300,
-         "min_rows sum to 350 > 300"),
+        (
+            [LinearHost("h1", 1, 0, max_rows=100), LinearHost("h2", 1, 0, max_rows=150)],
+            300,
+            "max_rows sum to 250 < 300",
+        ),
+        (
+            [LinearHost("h1", 1, 0, min_rows=200), LinearHost("h2", 1, 0, min_rows=150)],
+            300,
+            "min_rows sum to 350 > 300",
+        ),
         ([], 10, "no hosts"),
     ],
 )

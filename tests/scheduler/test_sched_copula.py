@@ -21,8 +21,9 @@ def _group_matrix(n: int, group: list[int], rho: float) -> np.ndarray:
 
 def test_coupling_keeps_every_hosts_draws_and_reaches_the_correlation() -> None:
     rng = np.random.default_rng(3)
-    draws = np.vstack([rng.standard_normal(20000), rng.exponential(size=20000),
-                       rng.standard_normal(20000)])
+    draws = np.vstack(
+        [rng.standard_normal(20000), rng.exponential(size=20000), rng.standard_normal(20000)]
+    )
     dep = _group_matrix(3, [0, 1], 0.8)
     out = couple(draws, dep, seed=5, stream=1)
     assert out.shape == draws.shape
@@ -74,8 +75,10 @@ def test_a_group_that_stalls_together_is_given_more_work_than_independent_hosts(
     group = [f"g{i}" for i in range(4)]
     assert sum(indep.rows[g] for g in group) < 1500  # independent: the group is avoided
     assert sum(joint.rows[g] for g in group) > 3000  # together: the group is used
-    truth = {name: simulate_makespans(hosts, plan.rows, samples=40000, seed=99, dependence=dep)
-             for name, plan in (("indep", indep), ("joint", joint))}
+    truth = {
+        name: simulate_makespans(hosts, plan.rows, samples=40000, seed=99, dependence=dep)
+        for name, plan in (("indep", indep), ("joint", joint))
+    }
     assert truth["joint"].mean() < truth["indep"].mean()
     # the report of a schedule samples the hosts jointly too
     assert joint.makespan.mean < indep.makespan.mean

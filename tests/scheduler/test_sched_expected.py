@@ -19,11 +19,22 @@ def _lp_optimum(a: np.ndarray, b: np.ndarray, total: int) -> float:
     b = np.broadcast_to(b, a.shape)
     k = np.arange(n * p)
     s, h = k // p, k % p
-    m = sp.csr_matrix((np.concatenate([a[h, s], -np.ones(n * p)]),
-                       (np.concatenate([k, k]), np.concatenate([h, p + s]))), shape=(n * p, p + n))
-    res = linprog(np.concatenate([np.zeros(p), np.full(n, 1.0 / n)]), A_ub=m, b_ub=-b[h, s],
-                  A_eq=np.concatenate([np.ones(p), np.zeros(n)])[None], b_eq=[total],
-                  bounds=[(0, None)] * p + [(None, None)] * n, method="highs")
+    m = sp.csr_matrix(
+        (
+            np.concatenate([a[h, s], -np.ones(n * p)]),
+            (np.concatenate([k, k]), np.concatenate([h, p + s])),
+        ),
+        shape=(n * p, p + n),
+    )
+    res = linprog(
+        np.concatenate([np.zeros(p), np.full(n, 1.0 / n)]),
+        A_ub=m,
+        b_ub=-b[h, s],
+        A_eq=np.concatenate([np.ones(p), np.zeros(n)])[None],
+        b_eq=[total],
+        bounds=[(0, None)] * p + [(None, None)] * n,
+        method="highs",
+    )
     assert res.status == 0
     return float(res.fun)
 
@@ -61,7 +72,8 @@ def test_continuous_solution_matches_the_lp_and_beats_the_old_search(seed: int) 
 def test_a_host_with_a_small_chance_of_a_100x_stall_gets_almost_nothing() -> None:
     stall = Mixture((0.98, 0.02), (1.0, 100.0), (0.01, 1.0))
     hosts = [StochasticHost("risky", stall, 5.0)] + [
-        StochasticHost(f"h{i}", Normal(1.0, 0.02), 5.0) for i in range(7)]
+        StochasticHost(f"h{i}", Normal(1.0, 0.02), 5.0) for i in range(7)
+    ]
     total = 8000
     exp, mean = schedule(hosts, total, "expected"), schedule(hosts, total, "mean")
     assert mean.rows["risky"] > 300  # its mean time per row is 2.98: balancing gives it 366
@@ -74,7 +86,8 @@ def test_a_host_with_a_small_chance_of_a_100x_stall_gets_almost_nothing() -> Non
 def test_a_host_whose_fixed_time_outweighs_its_rows_is_dropped() -> None:
     # Slow host with a large fixed cost: any rows at all add its b to the makespan.
     hosts = [StochasticHost(f"h{i}", Normal(1.0, 0.01), 1.0) for i in range(4)] + [
-        StochasticHost("far", Normal(5.0, 0.05), 200.0)]
+        StochasticHost("far", Normal(5.0, 0.05), 200.0)
+    ]
     rows = schedule(hosts, 400, "expected").rows
     assert rows["far"] == 0 and sum(rows.values()) == 400
 
@@ -100,10 +113,14 @@ def test_stall_aware_cut_keeps_bounds_and_unused_hosts() -> None:
     from scheduler.search import _stall_aware
 
     risky = Mixture((0.9, 0.07, 0.03), (1.0, 3.0, 30.0), (0.01, 0.1, 1.0))
-    hosts = [StochasticHost("risky", risky, Point(0.5), min_rows=3),
-             StochasticHost("full", Normal(1.0, 0.01), Point(0.5), max_rows=300)] + [
-        StochasticHost(f"h{i}", Normal(1.0, 0.01), Point(0.5)) for i in range(4)] + [
-        StochasticHost("unused", Normal(1.0, 0.01), Point(0.5))]
+    hosts = (
+        [
+            StochasticHost("risky", risky, Point(0.5), min_rows=3),
+            StochasticHost("full", Normal(1.0, 0.01), Point(0.5), max_rows=300),
+        ]
+        + [StochasticHost(f"h{i}", Normal(1.0, 0.01), Point(0.5)) for i in range(4)]
+        + [StochasticHost("unused", Normal(1.0, 0.01), Point(0.5))]
+    )
     problem = Problem(tuple(hosts), 2000, samples=2000, seed=3)
     start = problem.balanced(*problem.shifted(0.0), "mean")
     rows = np.array([60, 300, 410, 410, 410, 410, 0])

@@ -23,9 +23,19 @@ def test_law_summaries() -> None:
     assert g.generic and g.mean == pytest.approx(2.0)
     assert law_of(Point(4.0)).std == 0.0
     # components as dicts (the JSON shape) are read too
-    dict_mix = type("D", (), {"kind": "mixture", "components": [
-        {"weight": 1, "mean": 1.0, "std": 0.1}, {"weight": 3, "mean": 2.0, "std": 0.1}],
-        "mean": lambda self: 1.75, "std": lambda self: 0.0})()
+    dict_mix = type(
+        "D",
+        (),
+        {
+            "kind": "mixture",
+            "components": [
+                {"weight": 1, "mean": 1.0, "std": 0.1},
+                {"weight": 3, "mean": 2.0, "std": 0.1},
+            ],
+            "mean": lambda self: 1.75,
+            "std": lambda self: 0.0,
+        },
+    )()
     assert law_of(dict_mix).weights == pytest.approx((0.25, 0.75))
 
 
@@ -41,15 +51,18 @@ def test_affine_components_sample_the_time_law() -> None:
     a = [law_of(Mixture((0.7, 0.3), (1.0, 2.0), (0.1, 0.2)))]
     b = [law_of(Normal(5.0, 1.0))]
     rows = np.array([10.0])
-    t = draw_components(affine(components(a), rows, components(b)), np.array([0]), 100_000,
-                        seed=1, stream=0)[0]
+    t = draw_components(
+        affine(components(a), rows, components(b)), np.array([0]), 100_000, seed=1, stream=0
+    )[0]
     rng = np.random.default_rng(2)
     brute = 10 * Mixture((0.7, 0.3), (1.0, 2.0), (0.1, 0.2)).rvs(100_000, rng) + rng.normal(
-        5.0, 1.0, 100_000)
+        5.0, 1.0, 100_000
+    )
     assert t.mean() == pytest.approx(brute.mean(), rel=0.01)
     assert t.std() == pytest.approx(brute.std(), rel=0.02)
     assert np.quantile(t, [0.05, 0.5, 0.95]) == pytest.approx(
-        np.quantile(brute, [0.05, 0.5, 0.95]), rel=0.01)
+        np.quantile(brute, [0.05, 0.5, 0.95]), rel=0.01
+    )
 
 
 def test_a_host_keeps_its_draws_whatever_else_is_scheduled() -> None:
@@ -61,8 +74,9 @@ def test_a_host_keeps_its_draws_whatever_else_is_scheduled() -> None:
     # growing the cached block for many hosts does not change earlier draws
     many = [StochasticHost(f"x{i}", Normal(1.0, 0.1)) for i in range(40)]
     simulate_makespans([h1, *many], {"h1": 100}, samples=1000, seed=4)
-    np.testing.assert_array_equal(alone, simulate_makespans([h1], {"h1": 100}, samples=1000,
-                                                            seed=4))
+    np.testing.assert_array_equal(
+        alone, simulate_makespans([h1], {"h1": 100}, samples=1000, seed=4)
+    )
 
 
 def test_cache_growth_keeps_schedules_identical() -> None:
@@ -75,17 +89,21 @@ def test_cache_growth_keeps_schedules_identical() -> None:
 
 @pytest.mark.parametrize(
     "mix",
-    [Mixture((0.8, 0.2), (1.0, 3.0), (0.05, 0.05)),
-     Mixture((0.3, 0.3, 0.4), (0.0, 0.1, 5.0), (1.0, 0.01, 2.0)),
-     Mixture((0.99, 0.01), (1.0, 100.0), (0.1, 1.0))],
+    [
+        Mixture((0.8, 0.2), (1.0, 3.0), (0.05, 0.05)),
+        Mixture((0.3, 0.3, 0.4), (0.0, 0.1, 5.0), (1.0, 0.01, 2.0)),
+        Mixture((0.99, 0.01), (1.0, 100.0), (0.1, 1.0)),
+    ],
 )
 def test_vectorised_mixture_quantiles_match_a_root_search(mix: Mixture) -> None:
     law = law_of(mix)
     for q in (0.001, 0.05, 0.5, 0.95, 0.995, 0.999):
         assert quantiles([law, law_of(Normal(2.0, 0.5))], q)[0] == pytest.approx(
-            float(mix.ppf(q)), rel=1e-9, abs=1e-9)
+            float(mix.ppf(q)), rel=1e-9, abs=1e-9
+        )
     assert quantiles([law_of(Normal(2.0, 0.5))], 0.975)[0] == pytest.approx(
-        2.0 + 0.5 * st.norm.ppf(0.975))
+        2.0 + 0.5 * st.norm.ppf(0.975)
+    )
     assert quantiles([law_of(st.gamma(2.0))], 0.9)[0] == pytest.approx(st.gamma(2.0).ppf(0.9))
 
 

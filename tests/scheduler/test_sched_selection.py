@@ -14,8 +14,12 @@ FAST_LINK = 1.0  # seconds of halo exchange per neighbour over a run
 THIN_LINK = 60.0
 
 
-def chain(speeds: dict[str, float], link: Callable[[str, str], float], cv: float = 0.05,
-          max_rows: dict[str, int] | None = None) -> Callable[[list[str]], list[StochasticHost]]:
+def chain(
+    speeds: dict[str, float],
+    link: Callable[[str, str], float],
+    cv: float = 0.05,
+    max_rows: dict[str, int] | None = None,
+) -> Callable[[list[str]], list[StochasticHost]]:
     """evaluate(order): a host's b is the halo time over its links to its chain neighbours."""
     calls: list[list[str]] = []
 
@@ -25,8 +29,11 @@ def chain(speeds: dict[str, float], link: Callable[[str, str], float], cv: float
         for i, name in enumerate(order):
             comm = sum(link(name, order[j]) for j in (i - 1, i + 1) if 0 <= j < len(order))
             a = speeds[name]
-            hosts.append(StochasticHost(name, Normal(a, cv * a), Point(comm),
-                                        max_rows=(max_rows or {}).get(name)))
+            hosts.append(
+                StochasticHost(
+                    name, Normal(a, cv * a), Point(comm), max_rows=(max_rows or {}).get(name)
+                )
+            )
         return hosts
 
     evaluate.calls = calls  # type: ignore[attr-defined]
@@ -61,10 +68,10 @@ def test_slow_host_behind_a_thin_link_is_left_out() -> None:
 @pytest.mark.parametrize("strategy", ["conservative", "quantile", "expected"])
 def test_never_worse_for_every_strategy(strategy: str) -> None:
     evaluate = chain({**FAST, "slow": 0.5}, thin_to("slow"), cv=0.2)
-    _, with_slow = select_resources(["slow", "f1", "f2", "f3", "f4"], evaluate, R, strategy,
-                                    samples=2000)
-    _, without = select_resources(["f1", "f2", "f3", "f4"], evaluate, R, strategy,
-                                  samples=2000)
+    _, with_slow = select_resources(
+        ["slow", "f1", "f2", "f3", "f4"], evaluate, R, strategy, samples=2000
+    )
+    _, without = select_resources(["f1", "f2", "f3", "f4"], evaluate, R, strategy, samples=2000)
     assert with_slow.strategy == strategy
     assert with_slow.makespan.mean <= without.makespan.mean * (1 + 1e-9)
 
@@ -133,11 +140,12 @@ def test_upper_criterion_prefers_steady_hosts() -> None:
 
     def with_wild(order: list[str]) -> list[StochasticHost]:
         hosts = evaluate(order)
-        return [StochasticHost(h.name, Normal(0.12, 0.12) if h.name == "wild" else h.a, h.b)
-                for h in hosts]
+        return [
+            StochasticHost(h.name, Normal(0.12, 0.12) if h.name == "wild" else h.a, h.b)
+            for h in hosts
+        ]
 
     order_mean, _ = select_resources(["f1", "f2", "wild"], with_wild, R, "mean")
-    order_upper, s = select_resources(["f1", "f2", "wild"], with_wild, R, "mean",
-                                      criterion="upper")
+    order_upper, s = select_resources(["f1", "f2", "wild"], with_wild, R, "mean", criterion="upper")
     assert "wild" in order_mean and "wild" not in order_upper
     assert s.makespan.interval[1] <= schedule(with_wild(order_mean), R, "mean").makespan.interval[1]

@@ -50,13 +50,17 @@ class OpaqueMixture:
 
 
 def two_hosts(std_low: float, std_high: float) -> list[StochasticHost]:
-    return [StochasticHost("steady", st.norm(1.0, std_low), 0.0),
-            StochasticHost("noisy", st.norm(1.0, std_high), 0.0)]
+    return [
+        StochasticHost("steady", st.norm(1.0, std_low), 0.0),
+        StochasticHost("noisy", st.norm(1.0, std_high), 0.0),
+    ]
 
 
 def test_mean_balances_the_means() -> None:
-    hosts = [StochasticHost("h1", st.norm(1.0, 0.1), st.norm(10.0, 1.0)),
-             StochasticHost("h2", st.norm(2.0, 0.1), 4.0)]
+    hosts = [
+        StochasticHost("h1", st.norm(1.0, 0.1), st.norm(10.0, 1.0)),
+        StochasticHost("h2", st.norm(2.0, 0.1), 4.0),
+    ]
     s = schedule(hosts, 300, "mean")
     assert s.rows == {"h1": 198, "h2": 102}  # the hand-solved A = (1, 2), B = (10, 4) case
     assert s.strategy == "mean"
@@ -83,24 +87,38 @@ def test_conservative_cuts_the_predicted_tail() -> None:
 
 
 def test_block_and_static() -> None:
-    hosts = [StochasticHost("h1", st.norm(1.0, 0.1), 0.0, a_dedicated=0.5),
-             StochasticHost("h2", st.norm(5.0, 0.1), 0.0, a_dedicated=1.5),
-             StochasticHost("h3", st.norm(5.0, 0.1), 0.0, a_dedicated=1.0, max_rows=300)]
+    hosts = [
+        StochasticHost("h1", st.norm(1.0, 0.1), 0.0, a_dedicated=0.5),
+        StochasticHost("h2", st.norm(5.0, 0.1), 0.0, a_dedicated=1.5),
+        StochasticHost("h3", st.norm(5.0, 0.1), 0.0, a_dedicated=1.0, max_rows=300),
+    ]
     assert list(schedule(hosts[:2], 1001, "block").rows.values()) == [501, 500]
     assert list(schedule(hosts, 1000, "block").rows.values()) == [350, 350, 300]  # h3 is full
     # dedicated speeds 2 : 2/3 : 1 -> 545.5, 181.8, 272.7; the two leftover rows would all
     # end at 273, ties go in host order -> 546, 182, 272
     static = schedule(hosts, 1000, "static").rows
-    assert static == balance([LinearHost("h1", 0.5, 0), LinearHost("h2", 1.5, 0),
-                              LinearHost("h3", 1.0, 0, max_rows=300)], 1000).rows
+    assert (
+        static
+        == balance(
+            [
+                LinearHost("h1", 0.5, 0),
+                LinearHost("h2", 1.5, 0),
+                LinearHost("h3", 1.0, 0, max_rows=300),
+            ],
+            1000,
+        ).rows
+    )
     assert static == {"h1": 546, "h2": 182, "h3": 272}
     with pytest.raises(ValueError, match="a_dedicated"):
         schedule([StochasticHost("h", st.norm(1, 0.1))], 10, "static")
 
 
 def test_block_respects_memory_bounds() -> None:
-    hosts = [StochasticHost("h1", 1.0, max_rows=100), StochasticHost("h2", 1.0),
-             StochasticHost("h3", 1.0)]
+    hosts = [
+        StochasticHost("h1", 1.0, max_rows=100),
+        StochasticHost("h2", 1.0),
+        StochasticHost("h3", 1.0),
+    ]
     assert schedule(hosts, 900, "block").rows == {"h1": 100, "h2": 400, "h3": 400}
 
 
@@ -113,16 +131,22 @@ def test_mixture_ppf_is_the_true_mixture_quantile() -> None:
     draws = mix.rvs(200_000, random_state=1)
     assert np.allclose(np.quantile(draws, qs), mix.ppf(qs), atol=0.01)
     assert mix.mean() == pytest.approx(1.4)
-    assert mix.std() == pytest.approx(math.sqrt(0.8 * 0.0025 + 0.2 * 0.0025 + 0.16 * 4 * 0.8 * 0.2
-                                                / 0.16), rel=1e-9)
+    assert mix.std() == pytest.approx(
+        math.sqrt(0.8 * 0.0025 + 0.2 * 0.0025 + 0.16 * 4 * 0.8 * 0.2 / 0.16), rel=1e-9
+    )
 
 
 def test_quantile_reads_the_mixture_not_a_normal_approximation() -> None:
     mix = Mixture((0.8, 0.2), (1.0, 3.0), (0.05, 0.05))
     hosts = [StochasticHost("bimodal", mix, 0.0), StochasticHost("normal", st.norm(2.0, 0.1))]
     s = schedule(hosts, R, "quantile", quantile=0.95)
-    expected = balance([LinearHost("bimodal", float(mix.ppf(0.95)), 0.0),
-                        LinearHost("normal", float(st.norm(2.0, 0.1).ppf(0.95)), 0.0)], R)
+    expected = balance(
+        [
+            LinearHost("bimodal", float(mix.ppf(0.95)), 0.0),
+            LinearHost("normal", float(st.norm(2.0, 0.1).ppf(0.95)), 0.0),
+        ],
+        R,
+    )
     assert s.rows == expected.rows
     assert s.params == {"quantile": 0.95}
     # mean + 1.645 std, the normal reading of the same 95 %, would give the bimodal host more
@@ -146,8 +170,10 @@ def test_deterministic_hosts_have_point_predictions() -> None:
 
 
 def test_per_host_stats_are_exact_for_normal_inputs() -> None:
-    hosts = [StochasticHost("h1", st.norm(1.0, 0.1), st.norm(5.0, 2.0)),
-             StochasticHost("h2", Normal(2.0, 0.3), 3.0)]
+    hosts = [
+        StochasticHost("h1", st.norm(1.0, 0.1), st.norm(5.0, 2.0)),
+        StochasticHost("h2", Normal(2.0, 0.3), 3.0),
+    ]
     s = schedule(hosts, 300, "mean", confidence=0.9)
     r1, r2 = s.rows["h1"], s.rows["h2"]
     h1 = s.per_host["h1"]
@@ -160,8 +186,10 @@ def test_per_host_stats_are_exact_for_normal_inputs() -> None:
     # the makespan is the max of the two: above each mean, and matches brute sampling
     assert s.makespan.mean > max(h1.mean, s.per_host["h2"].mean)
     rng = np.random.default_rng(7)
-    brute = np.maximum(rng.normal(1.0, 0.1, 400_000) * r1 + rng.normal(5, 2, 400_000),
-                       rng.normal(2.0, 0.3, 400_000) * r2 + 3.0)
+    brute = np.maximum(
+        rng.normal(1.0, 0.1, 400_000) * r1 + rng.normal(5, 2, 400_000),
+        rng.normal(2.0, 0.3, 400_000) * r2 + 3.0,
+    )
     assert abs(s.makespan.mean - brute.mean()) < 4 * brute.std() / math.sqrt(s.samples)
     assert s.makespan.std == pytest.approx(brute.std(), rel=0.1)
     lo, hi = np.quantile(brute, [0.05, 0.95])
@@ -179,8 +207,9 @@ def test_mixture_host_time_is_an_exact_mixture() -> None:
     assert stats.std == pytest.approx(r * mix.std())
     true = (r * mix.ppf(0.025) + 2.0, r * mix.ppf(0.975) + 2.0)
     assert stats.interval == pytest.approx(true, rel=1e-9)
-    np.testing.assert_allclose(stats.components,
-                               [(0.8, r + 2.0, 0.05 * r), (0.2, 3 * r + 2.0, 0.05 * r)])
+    np.testing.assert_allclose(
+        stats.components, [(0.8, r + 2.0, 0.05 * r), (0.2, 3 * r + 2.0, 0.05 * r)]
+    )
     assert [c["weight"] for c in stats.to_dict()["components"]] == pytest.approx([0.8, 0.2])
     # a mixture a plus a normal b: every pair of components, interval exact
     both = schedule([StochasticHost("m", mix, Normal(2.0, 1.0))], 100, "mean").per_host["m"]
@@ -190,15 +219,18 @@ def test_mixture_host_time_is_an_exact_mixture() -> None:
     opaque = schedule([StochasticHost("m", OpaqueMixture(mix), 2.0)], 100, "mean", samples=20000)
     o = opaque.per_host["m"]
     assert o.kind == "samples" and o.mean == pytest.approx(142.0)
-    assert o.interval == pytest.approx((100 * mix.ppf(0.025) + 2, 100 * mix.ppf(0.975) + 2),
-                                       rel=0.01)
+    assert o.interval == pytest.approx(
+        (100 * mix.ppf(0.025) + 2, 100 * mix.ppf(0.975) + 2), rel=0.01
+    )
     se = 100 * mix.std() / math.sqrt(20000)
     assert abs(opaque.makespan.mean - 142.0) < 4 * se  # one host: its time, sampled
 
 
 def test_generic_scipy_distributions_work() -> None:
-    hosts = [StochasticHost("g", st.gamma(4.0, scale=0.25), st.uniform(1.0, 2.0)),
-             StochasticHost("n", st.norm(1.0, 0.1), 0.0)]
+    hosts = [
+        StochasticHost("g", st.gamma(4.0, scale=0.25), st.uniform(1.0, 2.0)),
+        StochasticHost("n", st.norm(1.0, 0.1), 0.0),
+    ]
     for name in ("mean", "conservative", "quantile", "expected"):
         s = schedule(hosts, 500, name, samples=2000)
         assert sum(s.rows.values()) == 500
@@ -209,18 +241,28 @@ def test_generic_scipy_distributions_work() -> None:
 
 
 def test_scipy_norm_and_own_normal_give_identical_schedules() -> None:
-    a = schedule([StochasticHost("h1", st.norm(1, 0.2), st.norm(3, 1)),
-                  StochasticHost("h2", st.norm(2, 0.1))], 400, "expected")
-    b = schedule([StochasticHost("h1", Normal(1, 0.2), Normal(3, 1)),
-                  StochasticHost("h2", Normal(2, 0.1))], 400, "expected")
+    a = schedule(
+        [
+            StochasticHost("h1", st.norm(1, 0.2), st.norm(3, 1)),
+            StochasticHost("h2", st.norm(2, 0.1)),
+        ],
+        400,
+        "expected",
+    )
+    b = schedule(
+        [StochasticHost("h1", Normal(1, 0.2), Normal(3, 1)), StochasticHost("h2", Normal(2, 0.1))],
+        400,
+        "expected",
+    )
     assert a == b
 
 
 def test_same_seed_same_schedule_and_seed_matters() -> None:
     hosts = two_hosts(0.05, 0.3)
     assert schedule(hosts, R, "expected", seed=3) == schedule(hosts, R, "expected", seed=3)
-    assert schedule(hosts, R, "mean", seed=3).makespan != schedule(hosts, R, "mean",
-                                                                   seed=4).makespan
+    assert (
+        schedule(hosts, R, "mean", seed=3).makespan != schedule(hosts, R, "mean", seed=4).makespan
+    )
 
 
 def test_expected_moves_rows_off_the_noisy_host_and_beats_mean_on_fresh_draws() -> None:
@@ -233,22 +275,29 @@ def test_expected_moves_rows_off_the_noisy_host_and_beats_mean_on_fresh_draws() 
 
 
 def test_quantile_makespan_lowers_the_chosen_quantile() -> None:
-    hosts = [StochasticHost(f"h{i}", Normal(1.0, 0.02 if i % 2 else 0.25), 5.0)
-             for i in range(6)]
+    hosts = [StochasticHost(f"h{i}", Normal(1.0, 0.02 if i % 2 else 0.25), 5.0) for i in range(6)]
     qm = schedule(hosts, 600, "quantile-makespan", quantile=0.9)
     assert qm.params == {"quantile": 0.9}
-    fresh = {name: np.quantile(simulate_makespans(hosts, schedule(
-        hosts, 600, name, quantile=0.9).rows, samples=20000, seed=5), 0.9)
-        for name in ("mean", "conservative", "quantile-makespan")}
+    fresh = {
+        name: np.quantile(
+            simulate_makespans(
+                hosts, schedule(hosts, 600, name, quantile=0.9).rows, samples=20000, seed=5
+            ),
+            0.9,
+        )
+        for name in ("mean", "conservative", "quantile-makespan")
+    }
     assert fresh["quantile-makespan"] < fresh["mean"]
     assert fresh["quantile-makespan"] <= fresh["conservative"] * 1.01
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_every_strategy_respects_binding_bounds(strategy: str) -> None:
-    hosts = [StochasticHost("fast", Normal(1.0, 0.3), 0.0, max_rows=200, a_dedicated=1.0),
-             StochasticHost("mid", Normal(2.0, 0.1), 0.0, min_rows=100, a_dedicated=2.0),
-             StochasticHost("slow", Normal(4.0, 0.1), 0.0, a_dedicated=4.0)]
+    hosts = [
+        StochasticHost("fast", Normal(1.0, 0.3), 0.0, max_rows=200, a_dedicated=1.0),
+        StochasticHost("mid", Normal(2.0, 0.1), 0.0, min_rows=100, a_dedicated=2.0),
+        StochasticHost("slow", Normal(4.0, 0.1), 0.0, a_dedicated=4.0),
+    ]
     s = schedule(hosts, 700, strategy, samples=2000)
     assert sum(s.rows.values()) == 700
     assert s.rows["fast"] <= 200 and s.rows["mid"] >= 100
@@ -257,15 +306,23 @@ def test_every_strategy_respects_binding_bounds(strategy: str) -> None:
 
 @settings(max_examples=25, deadline=None)
 @given(
-    hst.lists(hst.tuples(hst.floats(0.5, 5.0), hst.floats(0.0, 0.4), hst.floats(0.0, 20.0),
-                         hst.integers(0, 3)), min_size=1, max_size=6),
+    hst.lists(
+        hst.tuples(
+            hst.floats(0.5, 5.0), hst.floats(0.0, 0.4), hst.floats(0.0, 20.0), hst.integers(0, 3)
+        ),
+        min_size=1,
+        max_size=6,
+    ),
     hst.integers(0, 3000),
     hst.sampled_from(STRATEGIES),
 )
-def test_rows_always_sum_to_the_total(specs: list[tuple[float, float, float, int]], total: int,
-                                      strategy: str) -> None:
-    hosts = [StochasticHost(f"h{i}", Normal(m, cv * m), b, min_rows=lo, a_dedicated=m)
-             for i, (m, cv, b, lo) in enumerate(specs)]
+def test_rows_always_sum_to_the_total(
+    specs: list[tuple[float, float, float, int]], total: int, strategy: str
+) -> None:
+    hosts = [
+        StochasticHost(f"h{i}", Normal(m, cv * m), b, min_rows=lo, a_dedicated=m)
+        for i, (m, cv, b, lo) in enumerate(specs)
+    ]
     if sum(h.min_rows for h in hosts) > total:
         with pytest.raises(Infeasible):
             schedule(hosts, total, strategy, samples=500)
@@ -283,8 +340,13 @@ def test_infeasible_and_bad_parameters() -> None:
     with pytest.raises(Infeasible):
         schedule(hosts, 11, "expected")
     good = [StochasticHost("h1", Normal(1, 0.1))]
-    for kwargs in ({"k": -1.0}, {"quantile": 1.0}, {"samples": 1}, {"seed": -1},
-                   {"confidence": 1.5}):
+    for kwargs in (
+        {"k": -1.0},
+        {"quantile": 1.0},
+        {"samples": 1},
+        {"seed": -1},
+        {"confidence": 1.5},
+    ):
         with pytest.raises(ValueError):
             schedule(good, 10, "mean", **kwargs)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="unknown strategy"):
@@ -321,6 +383,5 @@ def test_thread_safe_common_random_numbers() -> None:
     seeds = list(range(101, 109))
     serial = [schedule(hosts, 1200, "conservative", seed=s) for s in seeds]
     with ThreadPoolExecutor(max_workers=8) as pool:
-        parallel = list(pool.map(lambda s: schedule(hosts, 1200, "conservative", seed=s),
-                                 seeds))
+        parallel = list(pool.map(lambda s: schedule(hosts, 1200, "conservative", seed=s), seeds))
     assert parallel == serial

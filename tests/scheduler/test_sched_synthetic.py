@@ -27,8 +27,9 @@ def outcomes(n: int, scenario: str, seed: int) -> dict[str, Outcome]:
     key = (n, scenario, seed)
     if key not in _cache:
         hosts = synthetic_hosts(n, scenario, seed=seed, total_rows=ROWS)
-        _cache[key] = compare_strategies(hosts, ROWS, STRATEGIES, plan_seed=seed,
-                                         actual_seed=1000 + seed, actual_samples=20000)
+        _cache[key] = compare_strategies(
+            hosts, ROWS, STRATEGIES, plan_seed=seed, actual_seed=1000 + seed, actual_samples=20000
+        )
     return _cache[key]
 
 

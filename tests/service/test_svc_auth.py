@@ -37,10 +37,14 @@ def test_rejected_auth_changes_nothing(env) -> None:  # type: ignore[no-untyped-
 def test_admin_issues_working_tokens(env) -> None:  # type: ignore[no-untyped-def]
     r = env.client.post("/api/v1/tokens", json={"role": "sensor"}, headers=env.h("admin"))
     token = r.json()["token"]
-    batch = {"measurements": [{"resource": "h1", "metric": "cpu", "timestamp": time.time(),
-                               "value": 0.5}]}
-    r = env.client.post("/api/v1/measurements", json=batch,
-                        headers={"Authorization": f"Bearer {token}"})
+    batch = {
+        "measurements": [
+            {"resource": "h1", "metric": "cpu", "timestamp": time.time(), "value": 0.5}
+        ]
+    }
+    r = env.client.post(
+        "/api/v1/measurements", json=batch, headers={"Authorization": f"Bearer {token}"}
+    )
     assert r.status_code == 200
 
 
@@ -48,12 +52,15 @@ def test_put_resource_properties_merge_and_validate(env) -> None:  # type: ignor
     h = env.h("operator")
     r = env.client.put("/api/v1/resources/h1", json={"properties": {"benchmark": 2e-8}}, headers=h)
     assert r.json()["properties"] == {"benchmark": 2e-8}
-    r = env.client.put("/api/v1/resources/h1", json={"properties": {"memory_bytes": 2**30}},
-                       headers=h)
+    r = env.client.put(
+        "/api/v1/resources/h1", json={"properties": {"memory_bytes": 2**30}}, headers=h
+    )
     assert r.json()["properties"] == {"benchmark": 2e-8, "memory_bytes": 2**30}
     r = env.client.put("/api/v1/resources/h1", json={"properties": {"benchmark": -1}}, headers=h)
     assert r.status_code == 422
-    assert env.client.get("/api/v1/resources/h1", headers=h).json()["properties"]["benchmark"] == 2e-8
+    assert (
+        env.client.get("/api/v1/resources/h1", headers=h).json()["properties"]["benchmark"] == 2e-8
+    )
 
 
 def test_health_reports_store(env) -> None:  # type: ignore[no-untyped-def]

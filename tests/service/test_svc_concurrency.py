@@ -15,16 +15,31 @@ def test_concurrent_forecasts_and_schedules(db_url, server_factory, env_tokens_f
     tokens = env_tokens_factory(db_url)
     server = server_factory(db_url)
     rng = np.random.default_rng(0)
-    items = [{"resource": f"h{h}", "metric": "cpu", "timestamp": 1.6e9 + 300 * k,
-              "value": float(np.clip(0.6 + 0.2 * rng.standard_normal(), 0.01, 1))}
-             for h in range(8) for k in range(200)]
+    items = [
+        {
+            "resource": f"h{h}",
+            "metric": "cpu",
+            "timestamp": 1.6e9 + 300 * k,
+            "value": float(np.clip(0.6 + 0.2 * rng.standard_normal(), 0.01, 1)),
+        }
+        for h in range(8)
+        for k in range(200)
+    ]
     with httpx.Client(base_url=server.base_url, timeout=120) as c:
-        r = c.post("/api/v1/measurements", json={"measurements": items},
-                   headers={"Authorization": f"Bearer {tokens['sensor']}"})
+        r = c.post(
+            "/api/v1/measurements",
+            json={"measurements": items},
+            headers={"Authorization": f"Bearer {tokens['sensor']}"},
+        )
         assert r.status_code == 200
     headers = {"Authorization": f"Bearer {tokens['app']}"}
-    body = {"app": "sor", "n": 1000, "iterations": 10, "strategy": "mean",
-            "hosts": [{"name": f"h{h}", "benchmark": 2e-8} for h in range(8)]}
+    body = {
+        "app": "sor",
+        "n": 1000,
+        "iterations": 10,
+        "strategy": "mean",
+        "hosts": [{"name": f"h{h}", "benchmark": 2e-8} for h in range(8)],
+    }
 
     def call(i: int) -> int:
         with httpx.Client(base_url=server.base_url, timeout=60, headers=headers) as c:

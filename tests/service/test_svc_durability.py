@@ -25,8 +25,12 @@ def test_sigkill_after_ack_loses_nothing(db_url: str, server_factory, request) -
     with httpx.Client(base_url=server.base_url, headers=headers, timeout=30) as client:
         for k in range(5):
             batch = [
-                {"resource": f"h{i % 4}", "metric": "cpu", "timestamp": t0 + k * 1000 + i,
-                 "value": 0.5}
+                {
+                    "resource": f"h{i % 4}",
+                    "metric": "cpu",
+                    "timestamp": t0 + k * 1000 + i,
+                    "value": 0.5,
+                }
                 for i in range(1000)
             ]
             r = client.post("/api/v1/measurements", json={"measurements": batch})
@@ -41,6 +45,8 @@ def test_sigkill_after_ack_loses_nothing(db_url: str, server_factory, request) -
     assert n == acked
     # And a restarted server serves them.
     server2 = server_factory(db_url)
-    r = httpx.get(server2.base_url + "/api/v1/resources",
-                  headers={"Authorization": f"Bearer {tokens['operator']}"})
+    r = httpx.get(
+        server2.base_url + "/api/v1/resources",
+        headers={"Authorization": f"Bearer {tokens['operator']}"},
+    )
     assert sum(s["samples"] for h in r.json() for s in h["series"]) == 5000

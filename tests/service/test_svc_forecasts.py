@@ -10,11 +10,18 @@ from ppe.replay.traces import read_trace
 
 def post_series(env, resource, ts, values, metric="cpu", peer=None) -> None:  # type: ignore[no-untyped-def]
     items = [
-        {"resource": resource, "metric": metric, "timestamp": float(t), "value": float(v),
-         **({"peer": peer} if peer else {})}
+        {
+            "resource": resource,
+            "metric": metric,
+            "timestamp": float(t),
+            "value": float(v),
+            **({"peer": peer} if peer else {}),
+        }
         for t, v in zip(ts, values, strict=True)
     ]
-    r = env.client.post("/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor"))
+    r = env.client.post(
+        "/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor")
+    )
     assert r.status_code == 200, r.text
 
 
@@ -29,8 +36,19 @@ def test_forecast_contract_fields(env, trace) -> None:  # type: ignore[no-untype
     r = env.client.get("/api/v1/forecasts/h1/cpu?confidence=0.9", headers=env.h("app"))
     assert r.status_code == 200, r.text
     body = r.json()
-    for key in ("mean", "std", "interval", "distribution", "predictor", "mse", "mae", "samples",
-                "age_s", "multimode", "forecast"):
+    for key in (
+        "mean",
+        "std",
+        "interval",
+        "distribution",
+        "predictor",
+        "mse",
+        "mae",
+        "samples",
+        "age_s",
+        "multimode",
+        "forecast",
+    ):
         assert key in body, key
     assert body["samples"] == 600
     assert body["distribution"]["kind"] in ("point", "normal", "mixture")
@@ -61,8 +79,10 @@ def test_too_little_data_and_unknown_series(env) -> None:  # type: ignore[no-unt
     assert r.json()["detail"]["samples"] == 2
     assert env.client.get("/api/v1/forecasts/nope/cpu", headers=env.h("app")).status_code == 404
     assert env.client.get("/api/v1/forecasts/h1/bandwidth", headers=env.h("app")).status_code == 422
-    assert env.client.get("/api/v1/forecasts/h1/bandwidth?peer=h2",
-                          headers=env.h("app")).status_code == 404
+    assert (
+        env.client.get("/api/v1/forecasts/h1/bandwidth?peer=h2", headers=env.h("app")).status_code
+        == 404
+    )
 
 
 def test_forecast_follows_new_measurements(env) -> None:  # type: ignore[no-untyped-def]
@@ -78,7 +98,9 @@ def test_forecast_follows_new_measurements(env) -> None:  # type: ignore[no-unty
 
 def test_history_has_causal_band(env, trace) -> None:  # type: ignore[no-untyped-def]
     post_series(env, "h1", trace.timestamps[:300], trace.availability[:300])
-    body = env.client.get("/api/v1/resources/h1/history/cpu?limit=200", headers=env.h("operator")).json()
+    body = env.client.get(
+        "/api/v1/resources/h1/history/cpu?limit=200", headers=env.h("operator")
+    ).json()
     assert len(body["timestamps"]) == len(body["forecasts"]) == 200
     assert body["forecasts"][0] is None  # nothing seen before the first sample
     assert set(body["members"]) and all(v["mae"] >= 0 for v in body["members"].values())

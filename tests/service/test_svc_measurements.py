@@ -79,7 +79,9 @@ BAD_CASES = [
 ]
 
 
-@pytest.mark.parametrize(("case", "item", "field", "word"), BAD_CASES, ids=[c[0] for c in BAD_CASES])
+@pytest.mark.parametrize(
+    ("case", "item", "field", "word"), BAD_CASES, ids=[c[0] for c in BAD_CASES]
+)
 def test_bad_item_rejects_whole_batch(env, case, item, field, word) -> None:  # type: ignore[no-untyped-def]
     good = [m(timestamp=2000.0 + i) for i in range(3)]
     batch = [*good[:2], item, good[2]]
@@ -123,7 +125,9 @@ def test_metrics_count_ingest_and_rejections(env) -> None:  # type: ignore[no-un
     text = env.client.get("/metrics").text
     assert "ppe_measurements_ingested_total 1.0" in text
     assert 'ppe_rejected_batches_total{reason="invalid"} 1.0' in text
-    assert 'ppe_http_requests_total{method="POST",route="/api/v1/measurements",status="200"}' in text
+    assert (
+        'ppe_http_requests_total{method="POST",route="/api/v1/measurements",status="200"}' in text
+    )
 
 
 def _dumps(obj: Any) -> str:
@@ -140,12 +144,19 @@ def test_series_summary_follows_duplicates_and_late_samples(env) -> None:  # typ
         res = env.client.get("/api/v1/resources/h1", headers=env.h("app")).json()
         return next(s for s in res["series"] if s["metric"] == "cpu")
 
-    batch = {"measurements": [m(timestamp=1000.0 + i, value=0.5) for i in range(5)]
-             + [m(timestamp=2000.0, value=0.75)]}
+    batch = {
+        "measurements": [m(timestamp=1000.0 + i, value=0.5) for i in range(5)]
+        + [m(timestamp=2000.0, value=0.75)]
+    }
     env.client.post(URL, json=batch, headers=env.h("sensor"))
     env.client.post(URL, json=batch, headers=env.h("sensor"))
-    assert cpu_summary() == {"metric": "cpu", "peer": None, "samples": 6,
-                             "latest_timestamp": 2000.0, "latest_value": 0.75}
+    assert cpu_summary() == {
+        "metric": "cpu",
+        "peer": None,
+        "samples": 6,
+        "latest_timestamp": 2000.0,
+        "latest_value": 0.75,
+    }
     late = {"measurements": [m(timestamp=1500.0, value=0.1), m(timestamp=900.0, value=0.2)]}
     env.client.post(URL, json=late, headers=env.h("sensor"))
     s = cpu_summary()
@@ -167,15 +178,27 @@ def test_migration_backfills_series_summaries(db_url) -> None:  # type: ignore[n
     command.upgrade(cfg, "0001")
     engine = make_engine(db_url)
     with engine.begin() as c:
-        c.execute(text("INSERT INTO resources (id, name, properties, created_at) "
-                       "VALUES (1, 'h1', '{}', 0)"))
-        c.execute(text("INSERT INTO series (id, resource_id, metric, peer) VALUES "
-                       "(1, 1, 'cpu', ''), (2, 1, 'bandwidth', 'h2')"))
-        c.execute(text("INSERT INTO measurements (series_id, timestamp, value) VALUES "
-                       "(1, 10, 0.5), (1, 30, 0.9), (1, 20, 0.1)"))
+        c.execute(
+            text(
+                "INSERT INTO resources (id, name, properties, created_at) VALUES (1, 'h1', '{}', 0)"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO series (id, resource_id, metric, peer) VALUES "
+                "(1, 1, 'cpu', ''), (2, 1, 'bandwidth', 'h2')"
+            )
+        )
+        c.execute(
+            text(
+                "INSERT INTO measurements (series_id, timestamp, value) VALUES "
+                "(1, 10, 0.5), (1, 30, 0.9), (1, 20, 0.1)"
+            )
+        )
     command.upgrade(cfg, "head")
     with engine.connect() as c:
-        rows = c.execute(text("SELECT id, samples, latest_timestamp, latest_value FROM series "
-                              "ORDER BY id")).all()
+        rows = c.execute(
+            text("SELECT id, samples, latest_timestamp, latest_value FROM series ORDER BY id")
+        ).all()
     engine.dispose()
     assert [tuple(r) for r in rows] == [(1, 3, 30.0, 0.9), (2, 0, None, None)]

@@ -17,24 +17,43 @@ def fed(env, traces_dir):  # type: ignore[no-untyped-def]
     for i, f in enumerate(FILES):
         tr = read_trace(traces_dir / f)
         for t, v in zip(tr.timestamps[:500], tr.availability[:500], strict=True):
-            items.append({"resource": f"h{i}", "metric": "cpu", "timestamp": float(t),
-                          "value": float(v)})
+            items.append(
+                {"resource": f"h{i}", "metric": "cpu", "timestamp": float(t), "value": float(v)}
+            )
     t0 = items[0]["timestamp"]
     rng = np.random.default_rng(0)
     for k in range(100):
-        items.append({"resource": "h0", "metric": "bandwidth", "peer": "h1",
-                      "timestamp": t0 + 300 * k, "value": float(1e7 + 1e6 * rng.standard_normal())})
-    r = env.client.post("/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor"))
+        items.append(
+            {
+                "resource": "h0",
+                "metric": "bandwidth",
+                "peer": "h1",
+                "timestamp": t0 + 300 * k,
+                "value": float(1e7 + 1e6 * rng.standard_normal()),
+            }
+        )
+    r = env.client.post(
+        "/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor")
+    )
     assert r.status_code == 200, r.text
     for i, bench in enumerate((2e-8, 3e-8, 2.5e-8)):
-        env.client.put(f"/api/v1/resources/h{i}", json={"properties": {"benchmark": bench}},
-                       headers=env.h("operator"))
+        env.client.put(
+            f"/api/v1/resources/h{i}",
+            json={"properties": {"benchmark": bench}},
+            headers=env.h("operator"),
+        )
     return env
 
 
 def schedule(env, **kw):  # type: ignore[no-untyped-def]
-    body = {"app": "sor", "n": 2000, "iterations": 50, "hosts": ["h0", "h1", "h2"],
-            "strategy": "mean", **kw}
+    body = {
+        "app": "sor",
+        "n": 2000,
+        "iterations": 50,
+        "hosts": ["h0", "h1", "h2"],
+        "strategy": "mean",
+        **kw,
+    }
     return env.client.post("/api/v1/schedules", json=body, headers=env.h("app"))
 
 
@@ -78,8 +97,11 @@ def test_schedule_bad_requests(fed) -> None:  # type: ignore[no-untyped-def]
 
 def test_memory_bounds_a_strip(fed) -> None:  # type: ignore[no-untyped-def]
     # h0 can hold 100 rows of a 2000-wide grid of 8-byte elements.
-    fed.client.put("/api/v1/resources/h0", json={"properties": {"memory_bytes": 100 * 2000 * 8}},
-                   headers=fed.h("operator"))
+    fed.client.put(
+        "/api/v1/resources/h0",
+        json={"properties": {"memory_bytes": 100 * 2000 * 8}},
+        headers=fed.h("operator"),
+    )
     r = schedule(fed)
     assert r.status_code == 200, r.text
     assert r.json()["allocation"][0]["rows"] <= 100
@@ -88,8 +110,11 @@ def test_memory_bounds_a_strip(fed) -> None:  # type: ignore[no-untyped-def]
 def test_prediction_matches_schedule_and_reports_inputs(fed) -> None:  # type: ignore[no-untyped-def]
     s = schedule(fed).json()
     alloc = [{"host": a["host"], "rows": a["rows"]} for a in s["allocation"]]
-    r = fed.client.post("/api/v1/predictions", headers=fed.h("app"), json={
-        "model": "sor", "params": {"n": 2000, "iterations": 50}, "allocation": alloc})
+    r = fed.client.post(
+        "/api/v1/predictions",
+        headers=fed.h("app"),
+        json={"model": "sor", "params": {"n": 2000, "iterations": 50}, "allocation": alloc},
+    )
     assert r.status_code == 200, r.text
     p = r.json()
     assert p["makespan"]["mean"] == pytest.approx(s["makespan"]["mean"], rel=0.05)
@@ -100,13 +125,20 @@ def test_prediction_matches_schedule_and_reports_inputs(fed) -> None:  # type: i
 
 def test_user_model_roundtrip_and_bad_grammar(fed) -> None:  # type: ignore[no-untyped-def]
     h = fed.h("app")
-    bad = fed.client.post("/api/v1/models", headers=h, json={
-        "name": "broken", "text": "param n\nHostTime[p] = rows[p] * Bogus[p]\nExecTime = max(p in hosts: HostTime[p])"})
+    bad = fed.client.post(
+        "/api/v1/models",
+        headers=h,
+        json={
+            "name": "broken",
+            "text": "param n\nHostTime[p] = rows[p] * Bogus[p]\nExecTime = max(p in hosts: HostTime[p])",
+        },
+    )
     assert bad.status_code == 422
     detail = bad.json()["detail"]
     assert any("Bogus" in (d.get("token") or d.get("name") or d["message"]) for d in detail)
-    sor_text = next(m["text"] for m in fed.client.get("/api/v1/models", headers=h).json()
-                    if m["name"] == "sor")
+    sor_text = next(
+        m["text"] for m in fed.client.get("/api/v1/models", headers=h).json() if m["name"] == "sor"
+    )
     ok = fed.client.post("/api/v1/models", headers=h, json={"name": "my-sor", "text": sor_text})
     assert ok.status_code == 201, ok.text
     assert "my-sor" in [m["name"] for m in fed.client.get("/api/v1/models", headers=h).json()]
@@ -119,8 +151,10 @@ def test_schedule_as_of_past_ignores_later_data(fed, traces_dir) -> None:  # typ
     tr = read_trace(traces_dir / FILES[0])
     at = float(tr.timestamps[400])
     first = schedule(fed, at=at).json()
-    items = [{"resource": "h0", "metric": "cpu", "timestamp": float(t), "value": 0.01}
-             for t in tr.timestamps[500:520]]
+    items = [
+        {"resource": "h0", "metric": "cpu", "timestamp": float(t), "value": 0.01}
+        for t in tr.timestamps[500:520]
+    ]
     fed.client.post("/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor"))
     again = schedule(fed, at=at).json()
     assert first["allocation"] == again["allocation"]
@@ -129,11 +163,21 @@ def test_schedule_as_of_past_ignores_later_data(fed, traces_dir) -> None:  # typ
 
 def test_selection_drops_slow_host_behind_thin_link(fed) -> None:  # type: ignore[no-untyped-def]
     t0 = 1.372e9
-    items = [{"resource": "h2", "metric": "bandwidth", "peer": p, "timestamp": t0 + 300 * k,
-              "value": 2e3} for k in range(30) for p in ("h0", "h1")]
+    items = [
+        {
+            "resource": "h2",
+            "metric": "bandwidth",
+            "peer": p,
+            "timestamp": t0 + 300 * k,
+            "value": 2e3,
+        }
+        for k in range(30)
+        for p in ("h0", "h1")
+    ]
     fed.client.post("/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor"))
-    fed.client.put("/api/v1/resources/h2", json={"properties": {"benchmark": 4e-7}},
-                   headers=fed.h("operator"))
+    fed.client.put(
+        "/api/v1/resources/h2", json={"properties": {"benchmark": 4e-7}}, headers=fed.h("operator")
+    )
     plain = schedule(fed).json()
     chosen = schedule(fed, select=True).json()
     hosts = [a["host"] for a in chosen["allocation"] if a["rows"] > 0]
@@ -165,9 +209,13 @@ def test_repeat_schedule_reuses_plan_until_data_changes(fed, monkeypatch) -> Non
 
     h1 = fed.client.get("/api/v1/forecasts/h1/cpu", headers=fed.h("app")).json()
     t = h1["last_timestamp"]
-    slow = [{"resource": "h1", "metric": "cpu", "timestamp": t + 300 * (k + 1), "value": 0.02}
-            for k in range(12)]
-    r = fed.client.post("/api/v1/measurements", json={"measurements": slow}, headers=fed.h("sensor"))
+    slow = [
+        {"resource": "h1", "metric": "cpu", "timestamp": t + 300 * (k + 1), "value": 0.02}
+        for k in range(12)
+    ]
+    r = fed.client.post(
+        "/api/v1/measurements", json={"measurements": slow}, headers=fed.h("sensor")
+    )
     assert r.status_code == 200, r.text
     third = schedule(fed).json()
     assert len(calls) == 3
@@ -185,14 +233,27 @@ def test_new_link_and_new_properties_show_up_at_once(fed) -> None:  # type: igno
     first = schedule(fed).json()
     assert ("h1", "h2") not in links(first)
     t0 = 1.6e9
-    items = [{"resource": "h1", "metric": "bandwidth", "peer": "h2", "timestamp": t0 + 300 * k,
-              "value": 2e6} for k in range(50)]
-    r = fed.client.post("/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor"))
+    items = [
+        {
+            "resource": "h1",
+            "metric": "bandwidth",
+            "peer": "h2",
+            "timestamp": t0 + 300 * k,
+            "value": 2e6,
+        }
+        for k in range(50)
+    ]
+    r = fed.client.post(
+        "/api/v1/measurements", json={"measurements": items}, headers=fed.h("sensor")
+    )
     assert r.status_code == 200, r.text
     second = schedule(fed).json()
     assert ("h1", "h2") in links(second)
-    fed.client.put("/api/v1/resources/h2", json={"properties": {"benchmark": 2.5e-7}},
-                   headers=fed.h("operator"))
+    fed.client.put(
+        "/api/v1/resources/h2",
+        json={"properties": {"benchmark": 2.5e-7}},
+        headers=fed.h("operator"),
+    )
     third = schedule(fed).json()
     rows = {a["host"]: a["rows"] for a in third["allocation"]}
     before = {a["host"]: a["rows"] for a in second["allocation"]}
@@ -222,10 +283,15 @@ def test_monte_carlo_strategies_sample_hosts_jointly(fed, monkeypatch) -> None: 
     assert seen and set(seen) == {3}
     calls = len(seen)
     h1 = fed.client.get("/api/v1/forecasts/h1/cpu", headers=fed.h("app")).json()
-    new = [{"resource": "h1", "metric": "cpu", "timestamp": h1["last_timestamp"] + 300,
-            "value": 0.9}]
-    assert fed.client.post("/api/v1/measurements", json={"measurements": new},
-                           headers=fed.h("sensor")).status_code == 200
+    new = [
+        {"resource": "h1", "metric": "cpu", "timestamp": h1["last_timestamp"] + 300, "value": 0.9}
+    ]
+    assert (
+        fed.client.post(
+            "/api/v1/measurements", json={"measurements": new}, headers=fed.h("sensor")
+        ).status_code
+        == 200
+    )
     assert schedule(fed, strategy="expected").status_code == 200  # a new plan ...
     assert len(seen) == calls  # ... on the dependence measured a moment ago
     past = schedule(fed, strategy="expected", at=h1["last_timestamp"])
@@ -246,25 +312,41 @@ def test_a_running_application_asks_again(fed) -> None:  # type: ignore[no-untyp
     assert same.json()["replan"]["move"] is False
     # the whole grid on one host: moving pays, and the answer says what keeping would cost
     lopsided = [{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}, {"host": "h2", "rows": 0}]
-    again = schedule(fed, strategy="expected", replan_every_s=300, iterations=35,
-                     current=lopsided).json()
+    again = schedule(
+        fed, strategy="expected", replan_every_s=300, iterations=35, current=lopsided
+    ).json()
     verdict = again["replan"]
     assert verdict["move"] is True and verdict["migration_s"] > 0
     assert verdict["keep"]["mean"] > 1.5 * again["makespan"]["mean"]
     assert sum(a["rows"] for a in again["allocation"]) == 2000
 
 
-@pytest.mark.parametrize(("current", "extra", "field"), [
-    ([{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}], {}, "current"),  # h2 missing
-    ([{"host": "h0", "rows": 1000}, {"host": "h1", "rows": 500}, {"host": "h2", "rows": 0}], {},
-     "current"),  # rows lost
-    ([{"host": "h0", "rows": 2000}, {"host": "h0", "rows": 0}, {"host": "h2", "rows": 0}], {},
-     "current"),
-    ([{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}, {"host": "h2", "rows": 0}],
-     {"select": True}, "select"),
-    ([{"host": "h0", "rows": -1}, {"host": "h1", "rows": 2001}, {"host": "h2", "rows": 0}], {},
-     "current"),
-])
+@pytest.mark.parametrize(
+    ("current", "extra", "field"),
+    [
+        ([{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}], {}, "current"),  # h2 missing
+        (
+            [{"host": "h0", "rows": 1000}, {"host": "h1", "rows": 500}, {"host": "h2", "rows": 0}],
+            {},
+            "current",
+        ),  # rows lost
+        (
+            [{"host": "h0", "rows": 2000}, {"host": "h0", "rows": 0}, {"host": "h2", "rows": 0}],
+            {},
+            "current",
+        ),
+        (
+            [{"host": "h0", "rows": 2000}, {"host": "h1", "rows": 0}, {"host": "h2", "rows": 0}],
+            {"select": True},
+            "select",
+        ),
+        (
+            [{"host": "h0", "rows": -1}, {"host": "h1", "rows": 2001}, {"host": "h2", "rows": 0}],
+            {},
+            "current",
+        ),
+    ],
+)
 def test_bad_current_rows_are_refused(fed, current, extra, field) -> None:  # type: ignore[no-untyped-def]
     before = len(fed.client.get("/api/v1/schedules", headers=fed.h("operator")).json())
     r = schedule(fed, current=current, **extra)

@@ -13,8 +13,15 @@ from ppe.service.config import Settings
 
 pytestmark = pytest.mark.slow
 
-SMALL = {"n": 400, "iterations": 20, "hosts": 2, "starts": 3, "workers": 1,
-         "executor": "serial", "strategies": ["mean", "conservative"]}
+SMALL = {
+    "n": 400,
+    "iterations": 20,
+    "hosts": 2,
+    "starts": 3,
+    "workers": 1,
+    "executor": "serial",
+    "strategies": ["mean", "conservative"],
+}
 
 
 @pytest.fixture
@@ -38,8 +45,14 @@ def wait_done(c: TestClient, url: str, headers: dict[str, str]) -> dict:
 def test_replay_job_on_server_traces(client) -> None:  # type: ignore[no-untyped-def]
     c, tokens = client
     op = {"Authorization": f"Bearer {tokens['operator']}"}
-    body = {**SMALL, "traces": ["bitbrains-rnd-2013-7/1.csv.gz", "bitbrains-rnd-2013-7/2.csv.gz",
-                                "bitbrains-rnd-2013-7/4.csv.gz"]}
+    body = {
+        **SMALL,
+        "traces": [
+            "bitbrains-rnd-2013-7/1.csv.gz",
+            "bitbrains-rnd-2013-7/2.csv.gz",
+            "bitbrains-rnd-2013-7/4.csv.gz",
+        ],
+    }
     r = c.post("/api/v1/replays", json=body, headers=op)
     assert r.status_code == 202, r.text
     job = wait_done(c, r.json()["url"], op)
@@ -59,8 +72,11 @@ def test_replay_rejects_paths_outside_trace_dirs(client) -> None:  # type: ignor
     for bad in (["../../etc/passwd"], ["/etc/passwd"], []):
         r = c.post("/api/v1/replays", json={**SMALL, "traces": bad}, headers=op)
         assert r.status_code == 422, bad
-    r = c.post("/api/v1/replays", json={**SMALL, "traces": ["bitbrains-rnd-2013-7"],
-                                         "bogus": 1}, headers=op)
+    r = c.post(
+        "/api/v1/replays",
+        json={**SMALL, "traces": ["bitbrains-rnd-2013-7"], "bogus": 1},
+        headers=op,
+    )
     assert r.status_code == 422 and "bogus" in r.text
     app_h = {"Authorization": f"Bearer {tokens['app']}"}
     assert c.post("/api/v1/replays", json=SMALL, headers=app_h).status_code == 403
@@ -72,8 +88,10 @@ def test_replay_job_on_uploaded_traces(client, traces_dir) -> None:  # type: ign
 
     c, tokens = client
     op = {"Authorization": f"Bearer {tokens['operator']}"}
-    files = [("files", (f, (traces_dir / f).read_bytes(), "application/gzip"))
-             for f in ("1.csv.gz", "2.csv.gz")]
+    files = [
+        ("files", (f, (traces_dir / f).read_bytes(), "application/gzip"))
+        for f in ("1.csv.gz", "2.csv.gz")
+    ]
     r = c.post("/api/v1/replays", data={"config": json.dumps(SMALL)}, files=files, headers=op)
     assert r.status_code == 202, r.text
     job = wait_done(c, r.json()["url"], op)
@@ -93,15 +111,23 @@ def test_uploaded_traces_are_removed_when_their_job_ends(client, traces_dir) -> 
         return sorted(f.name for f in root.rglob("*") if f.is_file())
 
     files = [("files", ("1.csv.gz", (traces_dir / "1.csv.gz").read_bytes(), "application/gzip"))]
-    r = c.post("/api/v1/replays", data={"config": json.dumps({**SMALL, "hosts": 1})},
-               files=files, headers=op)
+    r = c.post(
+        "/api/v1/replays",
+        data={"config": json.dumps({**SMALL, "hosts": 1})},
+        files=files,
+        headers=op,
+    )
     assert r.status_code == 202, r.text
     assert wait_done(c, r.json()["url"], op)["status"] in ("done", "failed")
     deadline = time.monotonic() + 10  # the runner removes them just after the last status write
     while kept() and time.monotonic() < deadline:
         time.sleep(0.05)
     assert kept() == []
-    bad = c.post("/api/v1/replays", data={"config": json.dumps({**SMALL, "colour": "red"})},
-                 files=files, headers=op)
+    bad = c.post(
+        "/api/v1/replays",
+        data={"config": json.dumps({**SMALL, "colour": "red"})},
+        files=files,
+        headers=op,
+    )
     assert bad.status_code == 422
     assert kept() == []

@@ -55,8 +55,15 @@ def get_forecast(
     except InsufficientData as exc:
         raise insufficient(exc) from exc
     body = fc.to_dict()
-    body.update({"resource": resource, "metric": metric, "peer": peer, "samples": fc.n,
-                 "forecast": fc.value})
+    body.update(
+        {
+            "resource": resource,
+            "metric": metric,
+            "peer": peer,
+            "samples": fc.n,
+            "forecast": fc.value,
+        }
+    )
     return body
 
 
@@ -81,8 +88,10 @@ def get_history(
     result = batch_forecasts(vals, confidence=confidence)
     errors = result.member_errors(vals)
     members = {
-        name: {"mae": float(np.mean(np.abs(errors[:, k]))),
-               "rmse": float(np.sqrt(np.mean(errors[:, k] ** 2)))}
+        name: {
+            "mae": float(np.mean(np.abs(errors[:, k]))),
+            "rmse": float(np.sqrt(np.mean(errors[:, k] ** 2))),
+        }
         for k, name in enumerate(result.names)
     }
     rows = slice(0, result.n)

@@ -18,8 +18,12 @@ router = APIRouter(tags=["health"])
 @router.get("/healthz")
 def healthz(engine: Engine = Depends(get_engine)) -> JSONResponse:
     ok = ping(engine)
-    body = {"status": "ok" if ok else "degraded", "store": "up" if ok else "down",
-            "dialect": engine.dialect.name, "version": __version__}
+    body = {
+        "status": "ok" if ok else "degraded",
+        "store": "up" if ok else "down",
+        "dialect": engine.dialect.name,
+        "version": __version__,
+    }
     return JSONResponse(body, status_code=200 if ok else 503)
 
 

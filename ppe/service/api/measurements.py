@@ -37,9 +37,7 @@ def post_measurements(
     )
     if problems:
         metrics.rejected_batches.labels("invalid").inc()
-        return JSONResponse(
-            ProblemReport(detail=problems).model_dump(), status_code=422
-        )
+        return JSONResponse(ProblemReport(detail=problems).model_dump(), status_code=422)
     rows = [
         Row(m.resource, m.metric, m.peer or "", float(m.timestamp), float(m.value))
         for m in batch.measurements

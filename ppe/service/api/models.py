@@ -27,8 +27,15 @@ def list_models(
         for name, text in builtin_models().items()
     ]
     for m in session.execute(select(UserModel).order_by(UserModel.name)).scalars():
-        out.append({"name": m.name, "builtin": False, "text": m.text,
-                    "description": m.description, "created_at": m.created_at})
+        out.append(
+            {
+                "name": m.name,
+                "builtin": False,
+                "text": m.text,
+                "description": m.description,
+                "created_at": m.created_at,
+            }
+        )
     return out
 
 
@@ -51,5 +58,4 @@ def post_model(
         session.add(UserModel(name=body.name, text=body.text, description=body.description))
     else:
         existing.text, existing.description = body.text, body.description
-    return {"name": body.name, "builtin": False, "text": body.text,
-            "description": body.description}
+    return {"name": body.name, "builtin": False, "text": body.text, "description": body.description}

@@ -35,19 +35,31 @@ def post_prediction(
         )
         model = models_registry.resolve(session, body.model, body.grammar)
         metas, forecasts_for = planning.prepare(
-            session, request.app.state.forecasts, request.app.state.index, specs,
-            int(body.params.get("n", sum(rows.values()))), confidence=body.confidence,
-            at=body.at, default_bandwidth=body.bandwidth, default_latency=body.latency,
+            session,
+            request.app.state.forecasts,
+            request.app.state.index,
+            specs,
+            int(body.params.get("n", sum(rows.values()))),
+            confidence=body.confidence,
+            at=body.at,
+            default_bandwidth=body.bandwidth,
+            default_latency=body.latency,
         )
-        options = PlanOptions(confidence=body.confidence, engine=body.engine,
-                              predict_samples=body.samples, seed=body.seed)
+        options = PlanOptions(
+            confidence=body.confidence,
+            engine=body.engine,
+            predict_samples=body.samples,
+            seed=body.seed,
+        )
         result = predict_allocation(model, body.params, metas, forecasts_for, rows, options)
     c = body.confidence
     pred = result.prediction
     response: dict[str, Any] = {
         "makespan": result.makespan.to_dict(c),
-        "hosts": [{"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
-                  for h in result.hosts],
+        "hosts": [
+            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+            for h in result.hosts
+        ],
         "inputs": planning.inputs_report(result.inputs, c, body.at),
         "engine": getattr(pred, "engine", None),
         "samples": getattr(pred, "samples", None),

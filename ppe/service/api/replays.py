@@ -21,9 +21,16 @@ MAX_UPLOAD_BYTES = 64 * 1024 * 1024
 
 
 def _summary(j: ReplayJob) -> dict[str, Any]:
-    return {"id": j.id, "status": j.status, "done": j.done, "total": j.total,
-            "created_at": j.created_at, "finished_at": j.finished_at, "error": j.error or None,
-            "config": j.config}
+    return {
+        "id": j.id,
+        "status": j.status,
+        "done": j.done,
+        "total": j.total,
+        "created_at": j.created_at,
+        "finished_at": j.finished_at,
+        "error": j.error or None,
+        "config": j.config,
+    }
 
 
 async def _config_from(

@@ -26,8 +26,11 @@ def _series_summaries(
     for s in session.execute(query).scalars():
         out.setdefault(s.resource_id, []).append(
             SeriesOut(
-                metric=s.metric, peer=s.peer or None, samples=s.samples,
-                latest_timestamp=s.latest_timestamp, latest_value=s.latest_value,
+                metric=s.metric,
+                peer=s.peer or None,
+                samples=s.samples,
+                latest_timestamp=s.latest_timestamp,
+                latest_value=s.latest_value,
             )
         )
     return out

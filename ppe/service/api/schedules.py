@@ -33,23 +33,51 @@ def post_schedule(
     _role: str = Depends(require(*APP_USE)),
 ) -> Response:
     if body.strategy not in scheduler.STRATEGIES:
-        raise HTTPException(422, [{"field": "strategy", "reason": (
-            f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}")}])
+        raise HTTPException(
+            422,
+            [
+                {
+                    "field": "strategy",
+                    "reason": (
+                        f"unknown strategy {body.strategy!r}; "
+                        f"choose from {', '.join(scheduler.STRATEGIES)}"
+                    ),
+                }
+            ],
+        )
     if body.current is not None and body.select:
-        raise HTTPException(422, [{"field": "select", "reason": (
-            "a running application keeps its hosts and chain: select cannot go with current")}])
+        raise HTTPException(
+            422,
+            [
+                {
+                    "field": "select",
+                    "reason": (
+                        "a running application keeps its hosts and chain: "
+                        "select cannot go with current"
+                    ),
+                }
+            ],
+        )
     memo: PlanMemo = request.app.state.plan_memo
     with domain_errors():
         specs = planning.host_specs(body.hosts)
         model = models_registry.resolve(session, body.app)
         metas, forecasts_for = planning.prepare(
-            session, request.app.state.forecasts, request.app.state.index, specs, body.n,
-            confidence=body.confidence, at=body.at, default_bandwidth=body.bandwidth,
+            session,
+            request.app.state.forecasts,
+            request.app.state.index,
+            specs,
+            body.n,
+            confidence=body.confidence,
+            at=body.at,
+            default_bandwidth=body.bandwidth,
             default_latency=body.latency,
         )
         version = forecasts_for.data_version()
-        key = None if version is None else (
-            model.digest, body.model_dump_json(exclude={"hosts"}), tuple(metas), version
+        key = (
+            None
+            if version is None
+            else (model.digest, body.model_dump_json(exclude={"hosts"}), tuple(metas), version)
         )
         answer = memo.answer(key, lambda: _plan(model, body, metas, forecasts_for, memo))
     result = answer.result
@@ -79,10 +107,23 @@ def _plan(
     """Plan the request, starting the horizon loop where the last identical request settled."""
     names = [m.name for m in metas]
     params = {**body.params, "n": body.n, "I": body.iterations}
-    hint_key = (model.digest, body.n, body.iterations, tuple(names), body.strategy,
-                body.k, body.quantile, body.at, body.select)
-    options = PlanOptions(confidence=body.confidence, k=body.k, quantile=body.quantile,
-                          initial_horizon=memo.hint(hint_key))
+    hint_key = (
+        model.digest,
+        body.n,
+        body.iterations,
+        tuple(names),
+        body.strategy,
+        body.k,
+        body.quantile,
+        body.at,
+        body.select,
+    )
+    options = PlanOptions(
+        confidence=body.confidence,
+        k=body.k,
+        quantile=body.quantile,
+        initial_horizon=memo.hint(hint_key),
+    )
     if body.replan_every_s is not None:
         options = replace(options, replan_every_s=body.replan_every_s)
     if body.select:
@@ -90,20 +131,37 @@ def _plan(
     c = body.confidence
     verdict = None
     if body.current is None:
-        result = plan(model, params, metas, forecasts_for, body.strategy, options,
-                      dependence_for=forecasts_for.dependence)
+        result = plan(
+            model,
+            params,
+            metas,
+            forecasts_for,
+            body.strategy,
+            options,
+            dependence_for=forecasts_for.dependence,
+        )
     else:
         policy = scheduler.ReplanPolicy(body.replan_every_s or scheduler.ReplanPolicy.every_s)
         again = replan(
-            model, params, metas, forecasts_for, body.strategy,
-            planning.current_rows(body.current, metas, total_rows(params)), policy, options,
+            model,
+            params,
+            metas,
+            forecasts_for,
+            body.strategy,
+            planning.current_rows(body.current, metas, total_rows(params)),
+            policy,
+            options,
             forecasts_for.dependence,
             row_bytes=body.n * params.get("Size", planning.DEFAULT_ELEMENT_SIZE),
-            bandwidth=body.bandwidth, latency=body.latency,
+            bandwidth=body.bandwidth,
+            latency=body.latency,
         )
         result = again.plan
-        verdict = {"move": again.move, "migration_s": again.migration_s,
-                   "keep": again.keep.makespan.to_dict(c)}
+        verdict = {
+            "move": again.move,
+            "migration_s": again.migration_s,
+            "keep": again.keep.makespan.to_dict(c),
+        }
     if body.replan_every_s is None:  # a re-plan's one-round horizon is no hint for others
         memo.remember_hint(hint_key, result.horizon_s)
     return Answer(
@@ -124,11 +182,20 @@ def list_schedules(
     _role: str = Depends(require(*READ)),
 ) -> list[dict[str, Any]]:
     rows = session.execute(
-        select(ServedLog).where(ServedLog.kind == "schedule")
-        .order_by(ServedLog.id.desc()).limit(limit)
+        select(ServedLog)
+        .where(ServedLog.kind == "schedule")
+        .order_by(ServedLog.id.desc())
+        .limit(limit)
     ).scalars()
-    return [{"id": r.id, "created_at": r.created_at, "request": r.request,
-             "response": {"id": r.id, **r.response}} for r in rows]
+    return [
+        {
+            "id": r.id,
+            "created_at": r.created_at,
+            "request": r.request,
+            "response": {"id": r.id, **r.response},
+        }
+        for r in rows
+    ]
 
 
 @router.get("/schedules/{schedule_id}")
@@ -140,5 +207,9 @@ def get_schedule(
     r = session.get(ServedLog, schedule_id)
     if r is None or r.kind != "schedule":
         raise HTTPException(404, f"no schedule {schedule_id}")
-    return {"id": r.id, "created_at": r.created_at, "request": r.request,
-            "response": {"id": r.id, **r.response}}
+    return {
+        "id": r.id,
+        "created_at": r.created_at,
+        "request": r.request,
+        "response": {"id": r.id, **r.response},
+    }

@@ -77,15 +77,13 @@ def _dashboard_role(request: Request) -> str | None:
 def _to_login(request: Request) -> RedirectResponse:
     root, here = _root(request), request.url.path
     if root and here.startswith(root):
-        here = here[len(root):] or "/"
+        here = here[len(root) :] or "/"
     if request.url.query:
         here += "?" + request.url.query
     return RedirectResponse(f"{_root(request)}/login?next={quote(here, safe='')}", 303)
 
 
-def _render(
-    request: Request, name: str, status_code: int = 200, **context: Any
-) -> HTMLResponse:
+def _render(request: Request, name: str, status_code: int = 200, **context: Any) -> HTMLResponse:
     base = {
         "root": _root(request),
         "version": __version__,
@@ -145,17 +143,26 @@ def login(request: Request, token: str = Form(""), next: str = Form("/")) -> Res
     role = resolve_role(request, token) if token else None
     if role is None:
         error = "Enter a token." if not token else "This token is unknown or has been revoked."
-        return _render(request, "login.html", 401, page="login", title="Sign in",
-                       next=target, error=error)
+        return _render(
+            request, "login.html", 401, page="login", title="Sign in", next=target, error=error
+        )
     if role not in OPERATE:
-        error = (f"A {role} token cannot open the dashboard: "
-                 "use an operator or admin token (ppe token create --role operator).")
-        return _render(request, "login.html", 403, page="login", title="Sign in",
-                       next=target, error=error)
+        error = (
+            f"A {role} token cannot open the dashboard: "
+            "use an operator or admin token (ppe token create --role operator)."
+        )
+        return _render(
+            request, "login.html", 403, page="login", title="Sign in", next=target, error=error
+        )
     response = RedirectResponse(_root(request) + target, 303)
     response.set_cookie(
-        COOKIE, token, max_age=COOKIE_MAX_AGE_S, path=_root(request) or "/",
-        httponly=True, samesite="strict", secure=request.url.scheme == "https",
+        COOKIE,
+        token,
+        max_age=COOKIE_MAX_AGE_S,
+        path=_root(request) or "/",
+        httponly=True,
+        samesite="strict",
+        secure=request.url.scheme == "https",
     )
     return response
 
@@ -164,7 +171,10 @@ def login(request: Request, token: str = Form(""), next: str = Form("/")) -> Res
 def logout(request: Request) -> Response:
     response = RedirectResponse(f"{_root(request)}/login", 303)
     response.delete_cookie(
-        COOKIE, path=_root(request) or "/", httponly=True, samesite="strict",
+        COOKIE,
+        path=_root(request) or "/",
+        httponly=True,
+        samesite="strict",
         secure=request.url.scheme == "https",
     )
     return response

@@ -18,8 +18,7 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("series") as batch:
-        batch.add_column(sa.Column("samples", sa.BigInteger(), nullable=False,
-                                   server_default="0"))
+        batch.add_column(sa.Column("samples", sa.BigInteger(), nullable=False, server_default="0"))
         batch.add_column(sa.Column("latest_timestamp", sa.Float(), nullable=True))
         batch.add_column(sa.Column("latest_value", sa.Float(), nullable=True))
     op.execute(
