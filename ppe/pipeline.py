@@ -41,6 +41,19 @@ FloatArray = NDArray[np.float64]
 
 
 @dataclass(frozen=True)
+class LinkDefaults:
+    """What a link with no measurements is taken to deliver: bandwidth (bytes/s) and latency
+    (s per message). The one home of these defaults: requests, replay and the simulator
+    take theirs from :data:`DEFAULT_LINK`."""
+
+    bandwidth: float = 1.25e7
+    latency: float = 5e-4
+
+
+DEFAULT_LINK = LinkDefaults()
+
+
+@dataclass(frozen=True)
 class HostMeta:
     """A host as the request names it: its dedicated speed and optional strip bounds."""
 
