@@ -15,10 +15,9 @@ Inputs: :class:`HistoryForecasts` is a ready ``forecasts_for`` over in-memory hi
 are conditioned on the present by analogues (``forecaster.analog``, where the reasons and
 measurements are).
 
-Public API: ``HostMeta``, ``HostForecasts``, ``PlanOptions``, ``plan``, ``PlanResult``,
-``predict_allocation``, ``PredictResult``, ``settle_horizon``, ``host_inputs``,
-``total_rows``, ``HistoryForecasts``, ``SeriesHistory``, ``DependenceFor``, ``replan``,
-``Replan``.
+Contracts: a forecast source is anything that satisfies :class:`ForecastsFor` (replay's
+:class:`HistoryForecasts`, the service's store-backed one); co-movement comes from a
+:class:`DependenceFor`. The public names are in ``__all__``.
 """
 
 from __future__ import annotations
@@ -26,7 +25,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -35,7 +34,33 @@ import forecaster
 import scheduler
 from forecaster import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, Distribution
 from ppe import core
+from ppe.core import CompiledModel, HostInputs, Prediction, Stochastic
 from ppe.core.stochastic import Point
+
+__all__ = [
+    "DEFAULT_LINK",
+    "DependenceFor",
+    "ForecastsFor",
+    "HistoryForecasts",
+    "HostForecasts",
+    "HostMeta",
+    "LinkDefaults",
+    "PlanOptions",
+    "PlanResult",
+    "PredictResult",
+    "Replan",
+    "Round",
+    "SeriesHistory",
+    "Settled",
+    "host_inputs",
+    "plan",
+    "predict_allocation",
+    "replan",
+    "resolve_model",
+    "run_length",
+    "settle_horizon",
+    "total_rows",
+]
 
 FloatArray = NDArray[np.float64]
 
@@ -73,23 +98,32 @@ class HostForecasts:
     information (predictor, errors, sample count, age) for the caller to report.
     """
 
-    cpu: Any
-    bandwidth: Mapping[str, Any] = field(default_factory=dict)
-    default_bandwidth: Any = None
+    cpu: Stochastic
+    bandwidth: Mapping[str, Stochastic] = field(default_factory=dict)
+    default_bandwidth: Stochastic | None = None
     latency: float = 0.0
     multimode: bool = False
     age_s: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def link_to(self, peer: str) -> Any:
+    def link_to(self, peer: str) -> Stochastic | None:
         """Bandwidth of the link to ``peer`` (falls back to the default)."""
         return self.bandwidth.get(peer, self.default_bandwidth)
 
 
-ForecastsFor = Callable[[float | None], Mapping[str, HostForecasts]]
-#: ``dependence_for(host names, horizon)``: correlation of the hosts' slowdowns over that
-#: horizon (``forecaster.co_movement``), or None to treat them as independent.
-DependenceFor = Callable[[Sequence[str], float | None], FloatArray | None]
+class ForecastsFor(Protocol):
+    """Where :func:`plan` gets its inputs: ``forecasts_for(horizon_s)`` maps every host name
+    to its forecasts averaged over the next ``horizon_s`` seconds (``None``: one sample
+    ahead). Implementations must look only at data before the time they predict from."""
+
+    def __call__(self, horizon_s: float | None, /) -> Mapping[str, HostForecasts]: ...
+
+
+class DependenceFor(Protocol):
+    """``dependence_for(host names, horizon_s)``: correlation of the hosts' slowdowns over
+    that horizon (``forecaster.co_movement``), or None to treat them as independent."""
+
+    def __call__(self, names: Sequence[str], horizon_s: float | None, /) -> FloatArray | None: ...
 
 
 @dataclass(frozen=True)
@@ -198,7 +232,7 @@ class HistoryForecasts:
         h = self.histories[name]
         d = self._distribution(name, "cpu", horizon)
         cpu = core.from_components(d.kind, d.components)
-        bw: Any = Point(self.bandwidth)
+        bw: Stochastic = Point(self.bandwidth)
         if h.bandwidth is not None:
             d = self._distribution(name, "bandwidth", horizon)
             bw = core.from_components(d.kind, d.components)
@@ -232,7 +266,7 @@ class PlanOptions:
     #: far ahead only, in one round, instead of settling on the whole run's length
     replan_every_s: float | None = None
 
-    def settle(self, step: Callable[[float | None], tuple[float, Any]]) -> Settled:
+    def settle(self, step: Callable[[float | None], tuple[float, P]]) -> Settled[P]:
         """The horizon loop these options ask for: one round at ``replan_every_s`` when the
         run re-plans (``initial_horizon`` and ``max_rounds`` then do not apply)."""
         if self.replan_every_s is not None:
@@ -251,13 +285,13 @@ class PredictResult:
 
     hosts: list[str]
     rows: dict[str, int]
-    per_host: dict[str, Any]
-    makespan: Any
+    per_host: dict[str, Stochastic]
+    makespan: Stochastic
     inputs: dict[str, HostForecasts]
     horizon_s: float | None
     rounds: int
     converged: bool
-    prediction: Any = None
+    prediction: Prediction | None = None
 
     def allocation(self) -> list[int]:
         """Rows in chain order."""
@@ -282,12 +316,14 @@ def total_rows(params: Mapping[str, Any]) -> int:
     return int(rows)
 
 
-def resolve_model(app: Any) -> Any:
+def resolve_model(app: str | CompiledModel) -> CompiledModel:
     """A built-in model by name ("sor", "jacobi2d"), or a model object passed through."""
     return core.get_model(app)
 
 
-def host_inputs(hosts: Sequence[HostMeta], forecasts: Mapping[str, HostForecasts]) -> list[Any]:
+def host_inputs(
+    hosts: Sequence[HostMeta], forecasts: Mapping[str, HostForecasts]
+) -> list[HostInputs]:
     """Model inputs in chain order: each host's CPU and its links to chain neighbours."""
     out = []
     for i, h in enumerate(hosts):
@@ -310,17 +346,19 @@ def host_inputs(hosts: Sequence[HostMeta], forecasts: Mapping[str, HostForecasts
     return out
 
 
-def _dedicated_row_times(model: Any, params: Mapping[str, Any], inputs: list[Any]) -> list[float]:
+def _dedicated_row_times(
+    model: CompiledModel, params: Mapping[str, Any], inputs: list[HostInputs]
+) -> list[float]:
     """Time per row on an idle host (the ``static`` strategy's speed measure)."""
     idle = [replace(x, cpu=Point(1.0)) for x in inputs]
     return [float(a.mean()) for a, _ in core.linear_host_models(model, params, idle)]
 
 
 def _schedule(
-    model: Any,
+    model: CompiledModel,
     params: Mapping[str, Any],
     hosts: Sequence[HostMeta],
-    inputs: list[Any],
+    inputs: list[HostInputs],
     strategy: str,
     opts: PlanOptions,
     dependence: FloatArray | None = None,
@@ -349,13 +387,13 @@ def _schedule(
 
 
 def _predict(
-    model: Any,
+    model: CompiledModel,
     params: Mapping[str, Any],
     hosts: Sequence[HostMeta],
     forecasts: Mapping[str, HostForecasts],
     rows: Mapping[str, int],
     opts: PlanOptions,
-) -> tuple[Any, dict[str, Any]]:
+) -> Round:
     """Predict on the chain of hosts that got rows (a dropped host has no neighbours)."""
     active = [h for h in hosts if rows[h.name] > 0]
     if not active:
@@ -370,16 +408,31 @@ def _predict(
         samples=opts.predict_samples,
         seed=opts.seed,
     )
-    per_host: dict[str, Any] = {h.name: Point(0.0) for h in hosts}
+    per_host: dict[str, Stochastic] = {h.name: Point(0.0) for h in hosts}
     per_host.update({h.name: t for h, t in zip(active, pred.per_host, strict=True)})
-    return pred, per_host
+    return Round(dict(forecasts), dict(rows), pred, per_host)
 
 
 @dataclass(frozen=True)
-class Settled:
+class Round:
+    """What one round of the horizon loop produced, for :func:`settle_horizon` to keep or
+    drop: the forecasts it used, the allocation and its prediction (``per_host`` covers
+    every host, 0 for those without rows)."""
+
+    forecasts: dict[str, HostForecasts]
+    rows: dict[str, int]
+    prediction: Prediction
+    per_host: dict[str, Stochastic]
+
+
+P = TypeVar("P")
+
+
+@dataclass(frozen=True)
+class Settled(Generic[P]):
     """Outcome of :func:`settle_horizon`: the chosen round's value and horizon."""
 
-    value: Any
+    value: P
     horizon_s: float | None
     makespan: float
     rounds: int
@@ -387,7 +440,7 @@ class Settled:
     history: tuple[tuple[float | None, float], ...]
 
 
-def run_length(makespan: Any) -> float:
+def run_length(makespan: Stochastic) -> float:
     """The horizon a predicted makespan asks for: its median, the length of a typical run.
 
     Not its mean: the mean is pulled up by the rare runs in which a host stalls, and those
@@ -401,20 +454,19 @@ def run_length(makespan: Any) -> float:
 
 
 def settle_horizon(
-    step: Callable[[float | None], tuple[float, Any]],
+    step: Callable[[float | None], tuple[float, P]],
     start: float | None = None,
     tol: float = 0.05,
     max_iter: int = 8,
-) -> Settled:
+) -> Settled[P]:
     """Fixed point ``T = f(H)`` of horizon -> predicted run length (:func:`run_length`), robustly.
 
-    ``step(H)`` returns ``(f(H), payload)``. Plain iteration ``H <- f(H)`` (what
-    ``ppe.core.iterate_horizon`` does) oscillates when f falls steeply with H — a host
-    saturated now looks far slower over a short horizon than over a long one — and
-    replay saw it stop after its last round with a horizon 30x off the prediction. So:
-    plain steps until the fixed point is bracketed (one H with ``f(H) > H``, one with
-    ``f(H) < H``), then bisection in log space. Returns the round whose prediction is
-    closest to its own horizon.
+    ``step(H)`` returns ``(f(H), payload)``. Plain iteration ``H <- f(H)`` oscillates when
+    f falls steeply with H — a host saturated now looks far slower over a short horizon
+    than over a long one — and replay saw it stop after its last round with a horizon 30x
+    off the prediction. So: plain steps until the fixed point is bracketed (one H with
+    ``f(H) > H``, one with ``f(H) < H``), then bisection in log space. Returns the round
+    whose prediction is closest to its own horizon.
     """
     if not tol > 0 or max_iter < 1:
         raise ValueError("tol must be > 0 and max_iter >= 1")
@@ -422,7 +474,7 @@ def settle_horizon(
     hi: float | None = None  # f(hi) < hi: horizon too long
     horizon = start
     history: list[tuple[float | None, float]] = []
-    best: tuple[float, int, Any] | None = None
+    best: tuple[float, int, P] | None = None
     for k in range(1, max_iter + 1):
         length, payload = step(horizon)
         if not (math.isfinite(length) and length > 0):
@@ -447,7 +499,7 @@ def settle_horizon(
 
 
 def plan(
-    app: Any,
+    app: str | CompiledModel,
     params: Mapping[str, Any],
     hosts: Sequence[HostMeta],
     forecasts_for: ForecastsFor,
@@ -471,22 +523,22 @@ def plan(
         raise ValueError("no hosts to schedule on")
     model = resolve_model(app)
 
-    def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
-        forecasts = dict(forecasts_for(horizon))
+    def step(horizon: float | None) -> tuple[float, Round]:
+        forecasts = forecasts_for(horizon)
         inputs = host_inputs(hosts, forecasts)
         joint = strategy in scheduler.MONTE_CARLO_STRATEGIES
         names = [h.name for h in hosts]
         dep = dependence_for(names, horizon) if dependence_for is not None and joint else None
         chosen = _schedule(model, params, hosts, inputs, strategy, opts, dep)
         rows = {h.name: int(chosen.get(h.name, 0)) for h in hosts}
-        pred, per_host = _predict(model, params, hosts, forecasts, rows, opts)
-        return run_length(pred.makespan), (forecasts, rows, pred, per_host)
+        done = _predict(model, params, hosts, forecasts, rows, opts)
+        return run_length(done.prediction.makespan), done
 
     return _settled(PlanResult, hosts, opts.settle(step), strategy=strategy)
 
 
 def predict_allocation(
-    app: Any,
+    app: str | CompiledModel,
     params: Mapping[str, Any],
     hosts: Sequence[HostMeta],
     forecasts_for: ForecastsFor,
@@ -503,10 +555,9 @@ def predict_allocation(
     if any(r < 0 for r in clean.values()):
         raise ValueError("rows must be non-negative")
 
-    def step(horizon: float | None) -> tuple[float, tuple[Any, ...]]:
-        forecasts = dict(forecasts_for(horizon))
-        pred, per_host = _predict(model, params, hosts, forecasts, clean, opts)
-        return run_length(pred.makespan), (forecasts, clean, pred, per_host)
+    def step(horizon: float | None) -> tuple[float, Round]:
+        done = _predict(model, params, hosts, forecasts_for(horizon), clean, opts)
+        return run_length(done.prediction.makespan), done
 
     return _settled(PredictResult, hosts, opts.settle(step))
 
@@ -523,7 +574,7 @@ class Replan:
 
 
 def replan(
-    app: Any,
+    app: str | CompiledModel,
     params: Mapping[str, Any],
     hosts: Sequence[HostMeta],
     forecasts_for: ForecastsFor,
@@ -551,19 +602,18 @@ def replan(
     return Replan(new, keep, migration, move)
 
 
-def _settled(cls: type[R], hosts: Sequence[HostMeta], res: Settled, **extra: Any) -> R:
-    """The result of the round :func:`settle_horizon` chose; its payload is
-    ``(forecasts, rows, prediction, per_host)``."""
-    forecasts, rows, pred, per_host = res.value
+def _settled(cls: type[R], hosts: Sequence[HostMeta], res: Settled[Round], **extra: Any) -> R:
+    """The result of the round :func:`settle_horizon` chose."""
+    chosen = res.value
     return cls(
         hosts=[h.name for h in hosts],
-        rows=rows,
-        per_host=per_host,
-        makespan=pred.makespan,
-        inputs=forecasts,
+        rows=chosen.rows,
+        per_host=chosen.per_host,
+        makespan=chosen.prediction.makespan,
+        inputs=chosen.forecasts,
         horizon_s=res.horizon_s,
         rounds=res.rounds,
         converged=res.converged,
-        prediction=pred,
+        prediction=chosen.prediction,
         **extra,
     )
