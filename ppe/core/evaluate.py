@@ -61,7 +61,7 @@ from .grammar import (
 )
 from .lanes import LaneCtx, Value
 from .montecarlo import Smp, Space
-from .stochastic import Stochastic
+from .stochastic import StochasticValue
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -91,8 +91,8 @@ class InputBanks:
     names: list[str]
     benchmark: FloatArray
     latency: FloatArray
-    cpu: list[Stochastic]
-    links: list[Stochastic | None]  # slot 2p: p -> p+1, slot 2p+1: p -> p-1
+    cpu: list[StochasticValue]
+    links: list[StochasticValue | None]  # slot 2p: p -> p+1, slot 2p+1: p -> p-1
     mode: str  # "numeric" | "analytic" | "mc"
     strict: bool
     space: Space | None = None

@@ -39,7 +39,7 @@ from .evaluate import Evaluator, InputBanks, bind_params, check_requires
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
 from .numeric import Num
-from .stochastic import Stochastic, as_stochastic, from_lanes
+from .stochastic import StochasticValue, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
@@ -84,8 +84,8 @@ class HostInputs:
 class Prediction:
     """Predicted times: ``makespan`` and one value per host (list order)."""
 
-    makespan: Stochastic
-    per_host: list[Stochastic]
+    makespan: StochasticValue
+    per_host: list[StochasticValue]
     engine: str  # "numeric" | "analytic" | "mc"
     samples: int | None  # Monte Carlo sample count (None for analytic)
     seed: int | None
@@ -166,8 +166,8 @@ def _check_size(hosts: int, samples: int) -> None:
         )
 
 
-def _stoch(value: Any, label: str | Callable[[], str], positive: bool) -> Stochastic:
-    if isinstance(value, Stochastic):  # the common case: no conversion, cheap check
+def _stoch(value: Any, label: str | Callable[[], str], positive: bool) -> StochasticValue:
+    if isinstance(value, StochasticValue):  # the common case: no conversion, cheap check
         v = value
     else:
         try:
@@ -219,8 +219,8 @@ class _Checked:
     names: list[str]
     benchmark: FloatArray
     latency: FloatArray
-    cpu: list[Stochastic]
-    links: list[Stochastic | None]
+    cpu: list[StochasticValue]
+    links: list[StochasticValue | None]
 
     def banks(self, mode: str, strict: bool = False, space: Space | None = None) -> InputBanks:
         return InputBanks(
@@ -244,8 +244,8 @@ def _check_hosts(hosts: Sequence[HostInputs]) -> _Checked:
     P = len(hosts)
     names: list[str] = []
     bench, lat = np.empty(P), np.empty(P)
-    cpu: list[Stochastic] = []
-    links: list[Stochastic | None] = []
+    cpu: list[StochasticValue] = []
+    links: list[StochasticValue | None] = []
     for k, h in enumerate(hosts):
         if not isinstance(h, HostInputs):
             raise ParameterError(f"hosts[{k}] must be a HostInputs", name=f"hosts[{k}]")
@@ -393,7 +393,7 @@ def predict(
     check_requires(compiled, values, len(hosts))
     rows = _rows(allocation, len(hosts))
 
-    def finish(result: Results, banks: InputBanks) -> tuple[list[Stochastic], Stochastic]:
+    def finish(result: Results, banks: InputBanks) -> tuple[list[StochasticValue], StochasticValue]:
         per_host_v, total_v = result[0]
         assert total_v is not None
         return from_lanes(per_host_v), from_lanes(total_v)[0]
@@ -420,7 +420,7 @@ def linear_host_models(
     engine: str = "auto",
     samples: int = DEFAULT_SAMPLES,
     seed: int = DEFAULT_SEED,
-) -> list[tuple[Stochastic, Stochastic]]:
+) -> list[tuple[StochasticValue, StochasticValue]]:
     """Each host's ``(a, b)`` with ``HostTime[p] = a * rows[p] + b`` for the whole run.
 
     ``b`` is HostTime with no rows (communication and latency); ``a`` is the
@@ -440,7 +440,7 @@ def linear_host_models(
     P = len(hosts)
     probes = [np.zeros(P), np.full(P, _PROBE_ROWS), np.full(P, 2 * _PROBE_ROWS)]
 
-    def finish(result: Results, banks: InputBanks) -> list[tuple[Stochastic, Stochastic]]:
+    def finish(result: Results, banks: InputBanks) -> list[tuple[StochasticValue, StochasticValue]]:
         t0, t1, t2 = (r[0] for r in result)
         ctx = lanes.LaneCtx(strict=False, space=banks.space)
         slope = lanes.binary("/", lanes.binary("-", t1, t0, ctx), np.full(P, _PROBE_ROWS), ctx)
