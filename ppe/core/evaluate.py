@@ -55,7 +55,7 @@ from .grammar import (
     Neg,
     Node,
     Not,
-    Num,
+    NumberLit,
     first_token,
     unparse,
 )
@@ -345,7 +345,7 @@ class Evaluator:
 
     # expressions
     def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
-        if isinstance(node, Num):
+        if isinstance(node, NumberLit):
             return np.full(m, node.value)
         if isinstance(node, Name):
             return self.name(node, env, m)

@@ -138,7 +138,9 @@ class Node:
 
 
 @dataclass(frozen=True, eq=False)
-class Num(Node):
+class NumberLit(Node):
+    """A number written in the model text (``2``, ``1e-3``)."""
+
     value: float
 
 
@@ -246,7 +248,7 @@ def first_token(node: Node) -> Token:
 
 def unparse(node: Node) -> str:
     """Readable text of an expression (for messages and memo keys)."""
-    if isinstance(node, Num):
+    if isinstance(node, NumberLit):
         return node.tok.text
     if isinstance(node, Name):
         return node.name
@@ -469,7 +471,7 @@ class _Parser:
         tok = self.cur
         if tok.kind == "NUMBER":
             self.advance()
-            return Num(tok, float(tok.text))
+            return NumberLit(tok, float(tok.text))
         if self.at("OP", "("):
             opener = self.advance()
             inner = self.expr()
@@ -695,7 +697,7 @@ class _Checker:
         self, node: Node, scope: set[str], owner: str | None, in_req: bool
     ) -> frozenset[str]:
         sc = self.scope_check
-        if isinstance(node, Num):
+        if isinstance(node, NumberLit):
             return frozenset()
         if isinstance(node, Name):
             return self.check_name(node, scope, owner, in_req)
@@ -818,7 +820,7 @@ class _Checker:
             self.err(msg, first_token(node))
 
     def _type(self, node: Node) -> tuple[str, bool]:
-        if isinstance(node, Num):
+        if isinstance(node, NumberLit):
             return "num", False
         if isinstance(node, Name):
             return "num", self.stoch.get(node.name, False) if node.name in self.defs else False
@@ -879,7 +881,7 @@ class _Checker:
 
 
 def _constant(node: Node) -> float | None:
-    if isinstance(node, Num):
+    if isinstance(node, NumberLit):
         return node.value
     if isinstance(node, Neg):
         v = _constant(node.operand)

@@ -38,7 +38,7 @@ from .errors import EvaluationError, ParameterError
 from .evaluate import Evaluator, InputBanks, bind_params, check_requires
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
-from .numeric import Num
+from .numeric import NumericLanes
 from .stochastic import StochasticValue, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
@@ -359,7 +359,7 @@ def _check_finite(result: Results) -> None:
                 arrays = [v.x]
             elif isinstance(v, Lin):
                 arrays = [v.mu, v.A]
-            elif isinstance(v, Num):
+            elif isinstance(v, NumericLanes):
                 arrays = [v.c, v.L, v.R]
             else:
                 arrays = [np.asarray(v)]

@@ -42,7 +42,7 @@ from . import lanes
 from .analytic import HandOver, Lin, new_source_id
 from .lanes import LaneCtx, Value
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
-from .numeric import Num, NumResult, mixture_ppf
+from .numeric import NumericLanes, NumResult, mixture_ppf
 
 FloatArray = npt.NDArray[np.float64]
 RandomState = np.random.Generator | int | None
@@ -743,7 +743,7 @@ def from_lanes(v: Value, limit: int | None = None) -> list[StochasticValue]:
     points, normals (dependence on inputs kept), numeric values (exact, drawn
     from their inputs) or samples (aligned)."""
     count = lanes.nlanes(v) if limit is None else limit
-    if isinstance(v, Num):
+    if isinstance(v, NumericLanes):
         res = NumResult(v)
         return [Point(res.det_value(k)) if res.is_det(k) else Numeric(res, k) for k in range(count)]
     if isinstance(v, Smp):
