@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from .errors import GrammarError
+from ..errors import GrammarError
 
 # --------------------------------------------------------------------------- tokens
 
