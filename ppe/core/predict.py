@@ -4,8 +4,6 @@ scheduler glue and the replay make.
 * :func:`predict` - per-host and overall predicted time for an allocation;
 * :func:`linear_host_models` - each host's ``(a, b)`` with ``time = a*rows + b``
   (whole run), which the scheduler balances;
-* :func:`iterate_horizon` - the predicted run length sets the forecast horizon,
-  iterated until it settles;
 * :func:`builtin_models`, :func:`get_model`, :func:`compile_model`,
   :func:`validate_model` - the model registry.
 
@@ -47,10 +45,8 @@ T = TypeVar("T")
 __all__ = [
     "HostInputs",
     "Prediction",
-    "HorizonResult",
     "predict",
     "linear_host_models",
-    "iterate_horizon",
     "builtin_models",
     "get_model",
     "compile_model",
@@ -466,57 +462,3 @@ def _check_linear(a: FloatArray, b: FloatArray, far: FloatArray, names: Sequence
             f"({far[k]:g} != {expected[k]:g}); the scheduler needs time = a*rows + b",
             name="HostTime",
         )
-
-
-# ---------------------------------------------------------------------- horizon
-
-
-@dataclass(frozen=True)
-class HorizonResult(Generic[T]):
-    """Outcome of :func:`iterate_horizon`: the last prediction, the inputs and
-    horizon it was made with (``None``: the forecaster's default), how many
-    predictions were made, whether it settled, and the horizons tried."""
-
-    prediction: Prediction
-    inputs: T
-    horizon_s: float | None
-    iterations: int
-    converged: bool
-    history: tuple[float | None, ...]
-
-
-def iterate_horizon(
-    predict_fn: Callable[[T], Prediction],
-    forecasts_for: Callable[[float | None], T],
-    start_horizon: float | None = None,
-    tol: float = 0.05,
-    max_iter: int = 8,
-) -> HorizonResult[T]:
-    """Fixed point of horizon -> forecasts -> prediction -> horizon.
-
-    The availability that matters for a run is its average over the run, so the
-    forecasts should be for a horizon equal to the run length - which is what is
-    being predicted.  Start from ``start_horizon`` (``None``: the forecaster's
-    default, e.g. one step), predict, take the predicted *mean* makespan as the
-    next horizon, and repeat until the makespan differs from the horizon it was
-    predicted with by less than ``tol`` (relative), or ``max_iter`` predictions
-    were made.  Longer horizons average more, so the forecast spread shrinks
-    while the mean moves little, and this usually settles in 2-3 rounds.
-    """
-    if not tol > 0 or max_iter < 1:
-        raise ValueError("tol must be > 0 and max_iter >= 1")
-    horizon = start_horizon
-    history: list[float | None] = []
-    for k in range(1, max_iter + 1):
-        inputs = forecasts_for(horizon)
-        pred = predict_fn(inputs)
-        history.append(horizon)
-        length = float(pred.makespan.mean())
-        if not (math.isfinite(length) and length > 0):
-            raise ValueError(f"predicted makespan must be positive and finite, got {length!r}")
-        if horizon is not None and abs(length - horizon) <= tol * horizon:
-            return HorizonResult(pred, inputs, horizon, k, True, tuple(history))
-        if k == max_iter:
-            return HorizonResult(pred, inputs, horizon, k, False, tuple(history))
-        horizon = length
-    raise AssertionError("unreachable")

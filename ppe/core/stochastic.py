@@ -595,30 +595,6 @@ class Samples(StochasticValue):
         out["seed"] = self.seed
         return out
 
-    def fit_mixture(self, max_components: int = 3, seed: int = 0) -> Mixture:
-        """Gaussian mixture fitted to the samples, K chosen by BIC (scikit-learn).
-
-        Use it to report the humps of a multi-modal prediction; costs tens of ms.
-        """
-        from sklearn.mixture import GaussianMixture
-
-        rng = np.random.default_rng(seed)
-        data = self.array if self.n <= 5000 else rng.choice(self.array, 5000, replace=False)
-        x = data.reshape(-1, 1)
-        best: GaussianMixture | None = None
-        best_bic = math.inf
-        for k in range(1, max(1, int(max_components)) + 1):
-            gm = GaussianMixture(k, random_state=seed).fit(x)
-            bic = float(gm.bic(x))
-            if bic < best_bic:
-                best, best_bic = gm, bic
-        assert best is not None
-        return Mixture(
-            best.weights_.tolist(),
-            best.means_.ravel().tolist(),
-            np.sqrt(best.covariances_.ravel()).tolist(),
-        )
-
 
 # ---------------------------------------------------------------------- Numeric
 
