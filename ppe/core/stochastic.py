@@ -48,7 +48,8 @@ FloatArray = npt.NDArray[np.float64]
 RandomState = np.random.Generator | int | None
 Number = int | float
 
-ENGINES = ("auto", "analytic", "mc")
+#: Engines of arithmetic on values (the numeric engine needs a model's floors: predictions only).
+ARITHMETIC_ENGINES = ("auto", "analytic", "mc")
 
 
 @runtime_checkable
@@ -98,8 +99,8 @@ def use_engine(
     use of an input is consistent); the space is yielded.  ``analytic`` never
     hands over (it raises for inputs it cannot handle); ``mc`` samples always.
     """
-    if mode not in ENGINES:
-        raise ValueError(f"unknown engine {mode!r}; expected one of {ENGINES}")
+    if mode not in ARITHMETIC_ENGINES:
+        raise ValueError(f"unknown engine {mode!r}; expected one of {ARITHMETIC_ENGINES}")
     space = Space(samples, seed)
     token = _ENGINE.set(EngineConfig(mode, int(samples), int(seed), space))
     try:
