@@ -34,7 +34,7 @@ from ppe.core import (
     Normal,
     Point,
     Prediction,
-    Stochastic,
+    StochasticValue,
     compile_model,
     get_model,
     linear_host_models,
@@ -54,13 +54,13 @@ def sor_hosts(
     out = []
     for p in range(count):
         mu = 0.4 + 0.5 * ((p * 37) % 64) / 64
-        avail: Stochastic = (
+        avail: StochasticValue = (
             Normal(mu, cv * mu)
             if cpu == "normal"
             else Mixture([0.7, 0.3], [mu, 0.35 * mu], [0.03 * mu, 0.05 * mu])
         )
 
-        def link(bw: float) -> Stochastic:
+        def link(bw: float) -> StochasticValue:
             if links == "normal":
                 return Normal(bw, 0.08 * bw)
             if links == "mixture":

@@ -28,7 +28,7 @@ FloatArray = NDArray[np.float64]
 
 @runtime_checkable
 class Stochastic(Protocol):
-    """The scipy.stats-shaped protocol of INTERFACES.md."""
+    """A scipy.stats-shaped distribution: the same protocol as ``ppe.core``'s ``Stochastic``."""
 
     def mean(self) -> Any: ...
 
@@ -39,9 +39,6 @@ class Stochastic(Protocol):
     def rvs(self, size: Any = ..., random_state: Any = ...) -> Any: ...
 
     def interval(self, confidence: Any) -> Any: ...
-
-
-StochasticLike = Stochastic | float
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +71,7 @@ class Law:
         return float(quantiles([self], q)[0])
 
 
-def law_of(value: StochasticLike) -> Law:
+def law_of(value: Stochastic | float) -> Law:
     """Summarise a value once, so strategies never call slow generic methods twice."""
     if isinstance(value, int | float | np.floating | np.integer):
         return _components_law(value, [(1.0, float(value), 0.0)])

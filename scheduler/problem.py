@@ -14,7 +14,7 @@ from scheduler.copula import check_dependence, couple
 from scheduler.errors import check_bounds, check_names
 from scheduler.laws import (
     Law,
-    StochasticLike,
+    Stochastic,
     affine,
     components,
     draw,
@@ -40,8 +40,8 @@ class StochasticHost:
     """
 
     name: str
-    a: StochasticLike
-    b: StochasticLike = 0.0
+    a: Stochastic | float
+    b: Stochastic | float = 0.0
     min_rows: int = 0
     max_rows: int | None = None
     a_dedicated: float | None = None

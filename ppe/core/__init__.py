@@ -8,12 +8,10 @@ from .errors import EvaluationError, GrammarError, ModelError, ParameterError, S
 from .evaluate import BW_FLOOR_FRACTION, CPU_FLOOR
 from .grammar import CompiledModel, compile_model, validate_model
 from .predict import (
-    HorizonResult,
     HostInputs,
     Prediction,
     builtin_models,
     get_model,
-    iterate_horizon,
     linear_host_models,
     predict,
 )
@@ -24,6 +22,7 @@ from .stochastic import (
     Point,
     Samples,
     Stochastic,
+    StochasticValue,
     from_components,
     smax,
     smin,
@@ -37,7 +36,6 @@ __all__ = [
     "CompiledModel",
     "EvaluationError",
     "GrammarError",
-    "HorizonResult",
     "HostInputs",
     "Mixture",
     "ModelError",
@@ -49,11 +47,11 @@ __all__ = [
     "Samples",
     "Stochastic",
     "StochasticError",
+    "StochasticValue",
     "builtin_models",
     "compile_model",
     "from_components",
     "get_model",
-    "iterate_horizon",
     "linear_host_models",
     "predict",
     "smax",

@@ -55,13 +55,13 @@ from .grammar import (
     Neg,
     Node,
     Not,
-    Num,
+    NumberLit,
     first_token,
     unparse,
 )
 from .lanes import LaneCtx, Value
 from .montecarlo import Smp, Space
-from .stochastic import Stochastic
+from .stochastic import StochasticValue
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -91,8 +91,8 @@ class InputBanks:
     names: list[str]
     benchmark: FloatArray
     latency: FloatArray
-    cpu: list[Stochastic]
-    links: list[Stochastic | None]  # slot 2p: p -> p+1, slot 2p+1: p -> p-1
+    cpu: list[StochasticValue]
+    links: list[StochasticValue | None]  # slot 2p: p -> p+1, slot 2p+1: p -> p-1
     mode: str  # "numeric" | "analytic" | "mc"
     strict: bool
     space: Space | None = None
@@ -345,7 +345,7 @@ class Evaluator:
 
     # expressions
     def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
-        if isinstance(node, Num):
+        if isinstance(node, NumberLit):
             return np.full(m, node.value)
         if isinstance(node, Name):
             return self.name(node, env, m)

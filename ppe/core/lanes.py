@@ -6,7 +6,7 @@ A lane value is one of
 * a float array ``(m,)`` - deterministic lanes (points),
 * :class:`~ppe.core.analytic.Lin` - canonical normal forms (analytic engine),
 * :class:`~ppe.core.montecarlo.Smp` - aligned samples (Monte Carlo engine),
-* :class:`~ppe.core.numeric.Num` - separable values and maxima (numeric engine).
+* :class:`~ppe.core.numeric.NumericLanes` - separable values and maxima (numeric engine).
 
 The grammar evaluator runs a whole model with one lane per host (or per host
 pair), so 64 hosts cost one numpy operation per model node, not 64.  Public
@@ -25,11 +25,11 @@ from . import numeric as nm
 from .analytic import Lin
 from .errors import StochasticError
 from .montecarlo import Smp, Space
-from .numeric import Num
+from .numeric import NumericLanes
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
-Value = FloatArray | Lin | Smp | Num
+Value = FloatArray | Lin | Smp | NumericLanes
 
 
 @dataclass
@@ -43,13 +43,13 @@ class LaneCtx:
 
 
 def nlanes(v: Value) -> int:
-    if isinstance(v, Lin | Smp | Num):
+    if isinstance(v, Lin | Smp | NumericLanes):
         return v.m
     return int(v.shape[0])
 
 
 def is_det(v: Value) -> bool:
-    return not isinstance(v, Lin | Smp | Num)
+    return not isinstance(v, Lin | Smp | NumericLanes)
 
 
 def means(v: Value) -> FloatArray:
@@ -59,7 +59,7 @@ def means(v: Value) -> FloatArray:
     if isinstance(v, Smp):
         out: FloatArray = v.x.mean(axis=1)
         return out
-    if isinstance(v, Num):
+    if isinstance(v, NumericLanes):
         return v.means()
     return np.asarray(v, dtype=np.float64)
 
@@ -67,7 +67,7 @@ def means(v: Value) -> FloatArray:
 def to_lin(v: Value) -> Lin:
     if isinstance(v, Lin):
         return v
-    if isinstance(v, Smp | Num):
+    if isinstance(v, Smp | NumericLanes):
         raise TypeError(f"{type(v).__name__} values cannot be turned into a normal form")
     return an.lin_const(v)
 
@@ -82,7 +82,7 @@ def to_smp(v: Value, space: Space) -> Smp:
     if isinstance(v, Lin):
         z = space.z_block(v.ids)
         return Smp(v.mu[:, None] + v.A @ z, space)
-    if isinstance(v, Num):
+    if isinstance(v, NumericLanes):
         raise TypeError("numeric values do not mix with samples in one evaluation")
     return Smp(np.broadcast_to(v[:, None], (v.shape[0], space.n)), space)
 
@@ -111,7 +111,7 @@ def binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
 
 
 def _binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
-    if isinstance(x, Num) or isinstance(y, Num):
+    if isinstance(x, NumericLanes) or isinstance(y, NumericLanes):
         if isinstance(x, Lin | Smp) or isinstance(y, Lin | Smp):
             raise TypeError("numeric values do not mix with other engines' values")
         return nm.binary(op, x, y)
@@ -175,7 +175,7 @@ def _binary_lin(op: str, x: Value, y: Value, strict: bool) -> Lin:
 
 
 def negate(x: Value) -> Value:
-    if isinstance(x, Num):
+    if isinstance(x, NumericLanes):
         return nm.negate(x)
     if isinstance(x, Lin):
         return an.neg(x)
@@ -185,7 +185,7 @@ def negate(x: Value) -> Value:
 
 
 def take_lanes(x: Value, idx: IntArray) -> Value:
-    if isinstance(x, Num):
+    if isinstance(x, NumericLanes):
         return nm.take(x, idx)
     if isinstance(x, Smp):
         if idx.shape[0] == x.m and np.array_equal(idx, np.arange(x.m)):
@@ -204,7 +204,7 @@ def broadcast(x: Value, m: int) -> Value:
         return x
     if isinstance(x, Lin):
         return an.take(x, np.zeros(m, dtype=np.int64))
-    if isinstance(x, Num):
+    if isinstance(x, NumericLanes):
         return nm.take(x, np.zeros(m, dtype=np.int64))
     if isinstance(x, Smp):
         return Smp(np.broadcast_to(x.x[:1], (m, x.x.shape[1])), x.space)
@@ -225,7 +225,7 @@ def concat_lanes(values: list[Value]) -> Value:
         return Smp(np.vstack([to_smp(v, space).x for v in values]), space)
     if all(is_det(v) for v in values):
         return np.concatenate([np.asarray(v) for v in values])
-    if any(isinstance(v, Num) for v in values):
+    if any(isinstance(v, NumericLanes) for v in values):
         return nm.concat([v for v in values if not isinstance(v, Lin | Smp)])
     return an.concat([to_lin(v) for v in values])
 
@@ -256,7 +256,7 @@ def reduce(op: str, x: Value, starts: IntArray, ctx: LaneCtx) -> Value:
     """Reduce contiguous, non-empty lane segments beginning at ``starts``."""
     if op == "min":
         return negate(reduce("max", negate(x), starts, ctx))
-    if isinstance(x, Num):
+    if isinstance(x, NumericLanes):
         return nm.reduce(op, x, starts)
     if isinstance(x, Smp):
         ufunc = np.add if op == "sum" else np.maximum

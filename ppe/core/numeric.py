@@ -21,7 +21,7 @@ that pattern the distribution is known exactly, whatever the inputs' shapes
   over the whole support, through the floors' atoms, plus points at evenly
   spaced probabilities of a first pass; ~500 when hosts are sums).
 
-**Lane values.**  :class:`Num` is the engine's lane type for the grammar
+**Lane values.**  :class:`NumericLanes` is the engine's lane type for the grammar
 evaluator (see :mod:`ppe.core.lanes`): ``m`` lanes, each the max (times a sign)
 over a segment of *atoms*; an atom is ``c + sum_s (L_s X'_s + R_s / X'_s)`` over
 the evaluation's sources ``X_s`` (one per distinct stochastic input).  Plain
@@ -741,7 +741,7 @@ def _max_cdf(atoms: Atoms, act: IntArray, t: FloatArray) -> FloatArray:
 
 
 @dataclass(eq=False)
-class Num:
+class NumericLanes:
     """``m`` lanes; lane ``j`` is ``sign[j] * max(atoms seg[j]..seg[j+1]-1)``.
 
     Atoms are rows of ``c + L @ X' + R @ (1/X')`` over the sources ``src``;
@@ -767,12 +767,12 @@ class Num:
         assert self.seg is not None
         return np.diff(self.seg)
 
-    def segmented(self) -> Num:
+    def segmented(self) -> NumericLanes:
         """The same lanes with explicit one-atom segments."""
         if self.seg is not None:
             return self
         n = self.c.shape[0]
-        return Num(self.c, self.L, self.R, self.src, np.arange(n + 1), np.ones(n))
+        return NumericLanes(self.c, self.L, self.R, self.src, np.arange(n + 1), np.ones(n))
 
     def means(self) -> FloatArray:
         """Exact lane means (plain lanes; a max's mean needs its grid)."""
@@ -783,7 +783,7 @@ class Num:
         return out
 
 
-Value = Num | FloatArray
+Value = NumericLanes | FloatArray
 
 
 def bank(values: Sequence[Any], floors: FloatArray, src: Sources, cols: Sequence[int]) -> Value:
@@ -800,10 +800,10 @@ def bank(values: Sequence[Any], floors: FloatArray, src: Sources, cols: Sequence
         else:
             c[k] = 0.0
             L[k, cols[k]] = 1.0
-    return _norm(Num(c, L, np.zeros((n, src.S)), src))
+    return _norm(NumericLanes(c, L, np.zeros((n, src.S)), src))
 
 
-def _norm(x: Num) -> Value:
+def _norm(x: NumericLanes) -> Value:
     """Deterministic results become plain arrays."""
     if x.L.any() or x.R.any():
         return x
@@ -813,41 +813,41 @@ def _norm(x: Num) -> Value:
     return x.sign * np.maximum.reduceat(x.c, x.seg[:-1])
 
 
-def _lift(v: FloatArray, like: Num) -> Num:
+def _lift(v: FloatArray, like: NumericLanes) -> NumericLanes:
     """Deterministic lanes as plain atoms over ``like``'s sources."""
     n = v.shape[0]
     z = np.zeros((n, like.src.S))
-    return Num(np.asarray(v, dtype=np.float64), z, z.copy(), like.src)
+    return NumericLanes(np.asarray(v, dtype=np.float64), z, z.copy(), like.src)
 
 
-def _per_atom(x: Num, v: FloatArray) -> FloatArray:
+def _per_atom(x: NumericLanes, v: FloatArray) -> FloatArray:
     """A per-lane array repeated for every atom of the lane."""
     return v if x.seg is None else np.repeat(v, x.sizes())
 
 
-def _scale(x: Num, v: FloatArray) -> Num:
+def _scale(x: NumericLanes, v: FloatArray) -> NumericLanes:
     """``x * v`` for deterministic lanes ``v`` (a max flips to a min for v < 0)."""
     if x.seg is None:
-        return Num(x.c * v, x.L * v[:, None], x.R * v[:, None], x.src)
+        return NumericLanes(x.c * v, x.L * v[:, None], x.R * v[:, None], x.src)
     assert x.sign is not None
     a = _per_atom(x, np.abs(v))
     sign = np.where(v < 0, -x.sign, x.sign)  # v == 0 zeroes the atoms: the max is 0
-    return Num(x.c * a, x.L * a[:, None], x.R * a[:, None], x.src, x.seg, sign)
+    return NumericLanes(x.c * a, x.L * a[:, None], x.R * a[:, None], x.src, x.seg, sign)
 
 
-def _shift(x: Num, v: FloatArray) -> Num:
+def _shift(x: NumericLanes, v: FloatArray) -> NumericLanes:
     """``x + v`` for deterministic lanes ``v``."""
     if x.seg is None:
-        return Num(x.c + v, x.L, x.R, x.src)
+        return NumericLanes(x.c + v, x.L, x.R, x.src)
     assert x.sign is not None
-    return Num(x.c + _per_atom(x, x.sign * v), x.L, x.R, x.src, x.seg, x.sign)
+    return NumericLanes(x.c + _per_atom(x, x.sign * v), x.L, x.R, x.src, x.seg, x.sign)
 
 
-def negate(x: Num) -> Value:
+def negate(x: NumericLanes) -> Value:
     if x.seg is None:
-        return Num(-x.c, -x.L, -x.R, x.src)
+        return NumericLanes(-x.c, -x.L, -x.R, x.src)
     assert x.sign is not None
-    return Num(x.c, x.L, x.R, x.src, x.seg, -x.sign)
+    return NumericLanes(x.c, x.L, x.R, x.src, x.seg, -x.sign)
 
 
 def _check_divisor(d: FloatArray) -> None:
@@ -856,10 +856,10 @@ def _check_divisor(d: FloatArray) -> None:
 
 
 def binary(op: str, x: Value, y: Value) -> Value:
-    """``x op y`` lane-wise (at least one of them a :class:`Num`)."""
-    if isinstance(x, Num) and isinstance(y, Num):
+    """``x op y`` lane-wise (at least one of them a :class:`NumericLanes`)."""
+    if isinstance(x, NumericLanes) and isinstance(y, NumericLanes):
         return _norm(_both(op, x, y))
-    if isinstance(x, Num):
+    if isinstance(x, NumericLanes):
         d = np.asarray(y, dtype=np.float64)
         if op == "+":
             return _norm(_shift(x, d))
@@ -869,33 +869,33 @@ def binary(op: str, x: Value, y: Value) -> Value:
             return _norm(_scale(x, d))
         _check_divisor(d)
         return _norm(_scale(x, 1.0 / d))
-    assert isinstance(y, Num)
+    assert isinstance(y, NumericLanes)
     d = np.asarray(x, dtype=np.float64)
     if op == "+":
         return _norm(_shift(y, d))
     if op == "-":
         neg = negate(y)
-        assert isinstance(neg, Num)
+        assert isinstance(neg, NumericLanes)
         return _norm(_shift(neg, d))
     if op == "*":
         return _norm(_scale(y, d))
     return _norm(_divide(d, y))
 
 
-def _both(op: str, x: Num, y: Num) -> Num:
+def _both(op: str, x: NumericLanes, y: NumericLanes) -> NumericLanes:
     if not (x.plain and y.plain):
         raise HandOver("arithmetic between a max and another stochastic value")
     if op == "+":
-        return Num(x.c + y.c, x.L + y.L, x.R + y.R, x.src)
+        return NumericLanes(x.c + y.c, x.L + y.L, x.R + y.R, x.src)
     if op == "-":
-        return Num(x.c - y.c, x.L - y.L, x.R - y.R, x.src)
+        return NumericLanes(x.c - y.c, x.L - y.L, x.R - y.R, x.src)
     xs = np.any(x.L != 0, axis=1) | np.any(x.R != 0, axis=1)
     ys = np.any(y.L != 0, axis=1) | np.any(y.R != 0, axis=1)
     if op == "*":
         if np.any(xs & ys):
             raise HandOver("a product of two stochastic values")
         # lane by lane one factor is deterministic
-        return Num(
+        return NumericLanes(
             x.c * y.c,
             x.L * y.c[:, None] + y.L * x.c[:, None],
             x.R * y.c[:, None] + y.R * x.c[:, None],
@@ -909,10 +909,10 @@ def _both(op: str, x: Num, y: Num) -> Num:
     # lanes with a deterministic divisor scale x; the others are x.c / y
     scaled = _scale(x, np.where(det_y, 1.0 / np.where(det_y, y.c, 1.0), 0.0))
     inv = _divide(np.where(det_y, 0.0, x.c), y, allow=ys)
-    return Num(scaled.c + inv.c, scaled.L + inv.L, scaled.R + inv.R, x.src)
+    return NumericLanes(scaled.c + inv.c, scaled.L + inv.L, scaled.R + inv.R, x.src)
 
 
-def _divide(d: FloatArray, y: Num, allow: BoolArray | None = None) -> Num:
+def _divide(d: FloatArray, y: NumericLanes, allow: BoolArray | None = None) -> NumericLanes:
     """``d / y`` lane-wise: exact when each stochastic lane of ``y`` is a single
     term ``L X'`` or ``R / X'``; lanes outside ``allow`` give 0."""
     if not y.plain:
@@ -931,12 +931,12 @@ def _divide(d: FloatArray, y: Num, allow: BoolArray | None = None) -> Num:
     with np.errstate(divide="ignore", invalid="ignore"):
         new_r = np.where(lin & stoch[:, None], d[:, None] / np.where(lin, y.L, 1.0), 0.0)
         new_l = np.where(rec & stoch[:, None], d[:, None] / np.where(rec, y.R, 1.0), 0.0)
-    return Num(c, new_l, new_r, y.src)
+    return NumericLanes(c, new_l, new_r, y.src)
 
 
-def take(x: Num, idx: IntArray) -> Num:
+def take(x: NumericLanes, idx: IntArray) -> NumericLanes:
     if x.seg is None:
-        return Num(x.c[idx], x.L[idx], x.R[idx], x.src)
+        return NumericLanes(x.c[idx], x.L[idx], x.R[idx], x.src)
     assert x.sign is not None
     sizes = x.sizes()[idx]
     starts = x.seg[:-1][idx]
@@ -944,17 +944,17 @@ def take(x: Num, idx: IntArray) -> Num:
     first = np.cumsum(sizes) - sizes
     atom = np.repeat(starts, sizes) + (np.arange(total) - np.repeat(first, sizes))
     seg = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    return Num(x.c[atom], x.L[atom], x.R[atom], x.src, seg, x.sign[idx])
+    return NumericLanes(x.c[atom], x.L[atom], x.R[atom], x.src, seg, x.sign[idx])
 
 
-def concat(values: Sequence[Value]) -> Num:
-    like = next(v for v in values if isinstance(v, Num))
-    parts = [v if isinstance(v, Num) else _lift(np.asarray(v), like) for v in values]
+def concat(values: Sequence[Value]) -> NumericLanes:
+    like = next(v for v in values if isinstance(v, NumericLanes))
+    parts = [v if isinstance(v, NumericLanes) else _lift(np.asarray(v), like) for v in values]
     c = np.concatenate([p.c for p in parts])
     L = np.vstack([p.L for p in parts])
     R = np.vstack([p.R for p in parts])
     if all(p.plain for p in parts):
-        return Num(c, L, R, like.src)
+        return NumericLanes(c, L, R, like.src)
     segs = [p.segmented() for p in parts]
     offsets = np.cumsum([0] + [p.c.shape[0] for p in segs[:-1]])
     seg = np.concatenate(
@@ -962,16 +962,16 @@ def concat(values: Sequence[Value]) -> Num:
         + [np.array([c.shape[0]])]
     ).astype(np.int64)
     sign = np.concatenate([s.sign for s in segs if s.sign is not None])
-    return Num(c, L, R, like.src, seg, sign)
+    return NumericLanes(c, L, R, like.src, seg, sign)
 
 
-def reduce(op: str, x: Num, starts: IntArray) -> Value:
+def reduce(op: str, x: NumericLanes, starts: IntArray) -> Value:
     """Sum or max over contiguous lane groups beginning at ``starts``."""
     if op == "sum":
         if not x.plain:
             raise HandOver("a sum over max values")
         return _norm(
-            Num(
+            NumericLanes(
                 np.add.reduceat(x.c, starts),
                 np.add.reduceat(x.L, starts, axis=0),
                 np.add.reduceat(x.R, starts, axis=0),
@@ -992,18 +992,18 @@ def reduce(op: str, x: Num, starts: IntArray) -> Value:
     uses = ((s.L != 0) | (s.R != 0)).astype(np.int64)
     if uses.shape[1] and np.any(np.add.reduceat(uses, seg[:-1], axis=0) > 1):
         raise HandOver("a max over values that share an input")
-    return _norm(Num(s.c, s.L, s.R, s.src, seg, sign))
+    return _norm(NumericLanes(s.c, s.L, s.R, s.src, seg, sign))
 
 
 # ======================================================================= results
 
 
 class NumResult:
-    """Distributions of the lanes of a :class:`Num`, computed lazily and shared:
+    """Distributions of the lanes of a :class:`NumericLanes`, computed lazily and shared:
     plain lanes' moments and quantiles are computed for all lanes at once (a
     64-host prediction reports 64 intervals), a max lane's grid on first use."""
 
-    def __init__(self, x: Num) -> None:
+    def __init__(self, x: NumericLanes) -> None:
         s = x.segmented()
         assert s.seg is not None and s.sign is not None
         self.atoms = Atoms(x.src, s.c, s.L, s.R)

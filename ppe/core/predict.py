@@ -4,8 +4,6 @@ scheduler glue and the replay make.
 * :func:`predict` - per-host and overall predicted time for an allocation;
 * :func:`linear_host_models` - each host's ``(a, b)`` with ``time = a*rows + b``
   (whole run), which the scheduler balances;
-* :func:`iterate_horizon` - the predicted run length sets the forecast horizon,
-  iterated until it settles;
 * :func:`builtin_models`, :func:`get_model`, :func:`compile_model`,
   :func:`validate_model` - the model registry.
 
@@ -38,8 +36,8 @@ from .errors import EvaluationError, ParameterError
 from .evaluate import Evaluator, InputBanks, bind_params, check_requires
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
-from .numeric import Num
-from .stochastic import Stochastic, as_stochastic, from_lanes
+from .numeric import NumericLanes
+from .stochastic import StochasticValue, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
 T = TypeVar("T")
@@ -47,10 +45,8 @@ T = TypeVar("T")
 __all__ = [
     "HostInputs",
     "Prediction",
-    "HorizonResult",
     "predict",
     "linear_host_models",
-    "iterate_horizon",
     "builtin_models",
     "get_model",
     "compile_model",
@@ -84,8 +80,8 @@ class HostInputs:
 class Prediction:
     """Predicted times: ``makespan`` and one value per host (list order)."""
 
-    makespan: Stochastic
-    per_host: list[Stochastic]
+    makespan: StochasticValue
+    per_host: list[StochasticValue]
     engine: str  # "numeric" | "analytic" | "mc"
     samples: int | None  # Monte Carlo sample count (None for analytic)
     seed: int | None
@@ -166,8 +162,8 @@ def _check_size(hosts: int, samples: int) -> None:
         )
 
 
-def _stoch(value: Any, label: str | Callable[[], str], positive: bool) -> Stochastic:
-    if isinstance(value, Stochastic):  # the common case: no conversion, cheap check
+def _stoch(value: Any, label: str | Callable[[], str], positive: bool) -> StochasticValue:
+    if isinstance(value, StochasticValue):  # the common case: no conversion, cheap check
         v = value
     else:
         try:
@@ -219,8 +215,8 @@ class _Checked:
     names: list[str]
     benchmark: FloatArray
     latency: FloatArray
-    cpu: list[Stochastic]
-    links: list[Stochastic | None]
+    cpu: list[StochasticValue]
+    links: list[StochasticValue | None]
 
     def banks(self, mode: str, strict: bool = False, space: Space | None = None) -> InputBanks:
         return InputBanks(
@@ -244,8 +240,8 @@ def _check_hosts(hosts: Sequence[HostInputs]) -> _Checked:
     P = len(hosts)
     names: list[str] = []
     bench, lat = np.empty(P), np.empty(P)
-    cpu: list[Stochastic] = []
-    links: list[Stochastic | None] = []
+    cpu: list[StochasticValue] = []
+    links: list[StochasticValue | None] = []
     for k, h in enumerate(hosts):
         if not isinstance(h, HostInputs):
             raise ParameterError(f"hosts[{k}] must be a HostInputs", name=f"hosts[{k}]")
@@ -359,7 +355,7 @@ def _check_finite(result: Results) -> None:
                 arrays = [v.x]
             elif isinstance(v, Lin):
                 arrays = [v.mu, v.A]
-            elif isinstance(v, Num):
+            elif isinstance(v, NumericLanes):
                 arrays = [v.c, v.L, v.R]
             else:
                 arrays = [np.asarray(v)]
@@ -393,7 +389,7 @@ def predict(
     check_requires(compiled, values, len(hosts))
     rows = _rows(allocation, len(hosts))
 
-    def finish(result: Results, banks: InputBanks) -> tuple[list[Stochastic], Stochastic]:
+    def finish(result: Results, banks: InputBanks) -> tuple[list[StochasticValue], StochasticValue]:
         per_host_v, total_v = result[0]
         assert total_v is not None
         return from_lanes(per_host_v), from_lanes(total_v)[0]
@@ -420,7 +416,7 @@ def linear_host_models(
     engine: str = "auto",
     samples: int = DEFAULT_SAMPLES,
     seed: int = DEFAULT_SEED,
-) -> list[tuple[Stochastic, Stochastic]]:
+) -> list[tuple[StochasticValue, StochasticValue]]:
     """Each host's ``(a, b)`` with ``HostTime[p] = a * rows[p] + b`` for the whole run.
 
     ``b`` is HostTime with no rows (communication and latency); ``a`` is the
@@ -440,7 +436,7 @@ def linear_host_models(
     P = len(hosts)
     probes = [np.zeros(P), np.full(P, _PROBE_ROWS), np.full(P, 2 * _PROBE_ROWS)]
 
-    def finish(result: Results, banks: InputBanks) -> list[tuple[Stochastic, Stochastic]]:
+    def finish(result: Results, banks: InputBanks) -> list[tuple[StochasticValue, StochasticValue]]:
         t0, t1, t2 = (r[0] for r in result)
         ctx = lanes.LaneCtx(strict=False, space=banks.space)
         slope = lanes.binary("/", lanes.binary("-", t1, t0, ctx), np.full(P, _PROBE_ROWS), ctx)
@@ -466,57 +462,3 @@ def _check_linear(a: FloatArray, b: FloatArray, far: FloatArray, names: Sequence
             f"({far[k]:g} != {expected[k]:g}); the scheduler needs time = a*rows + b",
             name="HostTime",
         )
-
-
-# ---------------------------------------------------------------------- horizon
-
-
-@dataclass(frozen=True)
-class HorizonResult(Generic[T]):
-    """Outcome of :func:`iterate_horizon`: the last prediction, the inputs and
-    horizon it was made with (``None``: the forecaster's default), how many
-    predictions were made, whether it settled, and the horizons tried."""
-
-    prediction: Prediction
-    inputs: T
-    horizon_s: float | None
-    iterations: int
-    converged: bool
-    history: tuple[float | None, ...]
-
-
-def iterate_horizon(
-    predict_fn: Callable[[T], Prediction],
-    forecasts_for: Callable[[float | None], T],
-    start_horizon: float | None = None,
-    tol: float = 0.05,
-    max_iter: int = 8,
-) -> HorizonResult[T]:
-    """Fixed point of horizon -> forecasts -> prediction -> horizon.
-
-    The availability that matters for a run is its average over the run, so the
-    forecasts should be for a horizon equal to the run length - which is what is
-    being predicted.  Start from ``start_horizon`` (``None``: the forecaster's
-    default, e.g. one step), predict, take the predicted *mean* makespan as the
-    next horizon, and repeat until the makespan differs from the horizon it was
-    predicted with by less than ``tol`` (relative), or ``max_iter`` predictions
-    were made.  Longer horizons average more, so the forecast spread shrinks
-    while the mean moves little, and this usually settles in 2-3 rounds.
-    """
-    if not tol > 0 or max_iter < 1:
-        raise ValueError("tol must be > 0 and max_iter >= 1")
-    horizon = start_horizon
-    history: list[float | None] = []
-    for k in range(1, max_iter + 1):
-        inputs = forecasts_for(horizon)
-        pred = predict_fn(inputs)
-        history.append(horizon)
-        length = float(pred.makespan.mean())
-        if not (math.isfinite(length) and length > 0):
-            raise ValueError(f"predicted makespan must be positive and finite, got {length!r}")
-        if horizon is not None and abs(length - horizon) <= tol * horizon:
-            return HorizonResult(pred, inputs, horizon, k, True, tuple(history))
-        if k == max_iter:
-            return HorizonResult(pred, inputs, horizon, k, False, tuple(history))
-        horizon = length
-    raise AssertionError("unreachable")

@@ -1,10 +1,12 @@
 """Stochastic values: Point, Normal, Mixture (Gaussian), Samples, and Numeric
-(exact distributions computed by the numeric engine, see :mod:`ppe.core.numeric`).
+(exact distributions computed by the numeric engine, see :mod:`ppe.core.numeric`),
+all subclasses of :class:`StochasticValue`.
 
 They look like ``scipy.stats`` frozen distributions (``mean()``, ``std()``,
-``ppf(q)``, ``cdf(x)``, ``rvs(size, random_state)``, ``interval(confidence)``)
-and add ``sample(n, rng)``, ``kind``, ``components`` and ``to_dict(confidence)``
-(the JSON shape of DESIGN.md).
+``ppf(q)``, ``cdf(x)``, ``rvs(size, random_state)``, ``interval(confidence)``;
+the :class:`Stochastic` protocol is the part other code may rely on) and add
+``sample(n, rng)``, ``kind``, ``components`` and ``to_dict(confidence)`` (the
+JSON shape of DESIGN.md).
 
 Arithmetic ``+ - * /`` works between values and with numbers; operands are
 independent unless they share an input (``x - x`` is exactly 0; ``a/f + b/f``
@@ -40,18 +42,19 @@ from . import lanes
 from .analytic import HandOver, Lin, new_source_id
 from .lanes import LaneCtx, Value
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
-from .numeric import Num, NumResult, mixture_ppf
+from .numeric import NumericLanes, NumResult, mixture_ppf
 
 FloatArray = npt.NDArray[np.float64]
 RandomState = np.random.Generator | int | None
 Number = int | float
 
-ENGINES = ("auto", "analytic", "mc")
+#: Engines of arithmetic on values (the numeric engine needs a model's floors: predictions only).
+ARITHMETIC_ENGINES = ("auto", "analytic", "mc")
 
 
 @runtime_checkable
-class StochasticLike(Protocol):
-    """The scipy.stats-shaped protocol other packages rely on."""
+class Stochastic(Protocol):
+    """A scipy.stats-shaped distribution; ``scheduler.laws.Stochastic`` is the same protocol."""
 
     def mean(self) -> float: ...
 
@@ -96,8 +99,8 @@ def use_engine(
     use of an input is consistent); the space is yielded.  ``analytic`` never
     hands over (it raises for inputs it cannot handle); ``mc`` samples always.
     """
-    if mode not in ENGINES:
-        raise ValueError(f"unknown engine {mode!r}; expected one of {ENGINES}")
+    if mode not in ARITHMETIC_ENGINES:
+        raise ValueError(f"unknown engine {mode!r}; expected one of {ARITHMETIC_ENGINES}")
     space = Space(samples, seed)
     token = _ENGINE.set(EngineConfig(mode, int(samples), int(seed), space))
     try:
@@ -120,8 +123,8 @@ def _check_confidence(confidence: float) -> float:
     return c
 
 
-class Stochastic(ABC):
-    """Base class of the core's stochastic values."""
+class StochasticValue(ABC):
+    """Base class of the core's own values; they satisfy :class:`Stochastic` and add arithmetic."""
 
     kind: ClassVar[str]
     analytic: ClassVar[bool] = False
@@ -198,41 +201,41 @@ class Stochastic(ABC):
         raise TypeError(f"{self.kind} values have no analytic form")
 
     # --- arithmetic
-    def __add__(self, other: Any) -> Stochastic:
+    def __add__(self, other: Any) -> StochasticValue:
         return _binop("+", self, other)
 
-    def __radd__(self, other: Any) -> Stochastic:
+    def __radd__(self, other: Any) -> StochasticValue:
         return _binop("+", other, self)
 
-    def __sub__(self, other: Any) -> Stochastic:
+    def __sub__(self, other: Any) -> StochasticValue:
         return _binop("-", self, other)
 
-    def __rsub__(self, other: Any) -> Stochastic:
+    def __rsub__(self, other: Any) -> StochasticValue:
         return _binop("-", other, self)
 
-    def __mul__(self, other: Any) -> Stochastic:
+    def __mul__(self, other: Any) -> StochasticValue:
         return _binop("*", self, other)
 
-    def __rmul__(self, other: Any) -> Stochastic:
+    def __rmul__(self, other: Any) -> StochasticValue:
         return _binop("*", other, self)
 
-    def __truediv__(self, other: Any) -> Stochastic:
+    def __truediv__(self, other: Any) -> StochasticValue:
         return _binop("/", self, other)
 
-    def __rtruediv__(self, other: Any) -> Stochastic:
+    def __rtruediv__(self, other: Any) -> StochasticValue:
         return _binop("/", other, self)
 
-    def __neg__(self) -> Stochastic:
+    def __neg__(self) -> StochasticValue:
         return _binop("-", Point(0.0), self)
 
-    def __pos__(self) -> Stochastic:
+    def __pos__(self) -> StochasticValue:
         return self
 
 
 # ------------------------------------------------------------------------ Point
 
 
-class Point(Stochastic):
+class Point(StochasticValue):
     """A known value (no uncertainty)."""
 
     kind = "point"
@@ -279,7 +282,7 @@ class Point(Stochastic):
 # ----------------------------------------------------------------------- Normal
 
 
-class Normal(Stochastic):
+class Normal(StochasticValue):
     """``N(mu, sigma)``.
 
     A normal computed by the analytic engine remembers which inputs it depends
@@ -312,7 +315,7 @@ class Normal(Stochastic):
         """A derived normal on the given sources (non-zero coefficients) whose
         third cumulants per unit coefficient are ``g``."""
         out = cls.__new__(cls)
-        Stochastic.__init__(out)
+        StochasticValue.__init__(out)
         out.mu = float(mu)
         out._ids = np.array(ids, dtype=np.int64)
         out._coefs = np.array(coefs, dtype=np.float64)
@@ -381,7 +384,7 @@ class Normal(Stochastic):
 # ---------------------------------------------------------------------- Mixture
 
 
-class Mixture(Stochastic):
+class Mixture(StochasticValue):
     """Gaussian mixture ``sum_k w_k N(mu_k, sigma_k)`` (weights are normalised)."""
 
     kind = "mixture"
@@ -519,7 +522,7 @@ class Mixture(Stochastic):
 # ---------------------------------------------------------------------- Samples
 
 
-class Samples(Stochastic):
+class Samples(StochasticValue):
     """An empirical distribution: Monte Carlo results or user-supplied draws.
 
     ``n`` and ``seed`` say how it was made.  Samples from the same sample space
@@ -593,35 +596,11 @@ class Samples(Stochastic):
         out["seed"] = self.seed
         return out
 
-    def fit_mixture(self, max_components: int = 3, seed: int = 0) -> Mixture:
-        """Gaussian mixture fitted to the samples, K chosen by BIC (scikit-learn).
-
-        Use it to report the humps of a multi-modal prediction; costs tens of ms.
-        """
-        from sklearn.mixture import GaussianMixture
-
-        rng = np.random.default_rng(seed)
-        data = self.array if self.n <= 5000 else rng.choice(self.array, 5000, replace=False)
-        x = data.reshape(-1, 1)
-        best: GaussianMixture | None = None
-        best_bic = math.inf
-        for k in range(1, max(1, int(max_components)) + 1):
-            gm = GaussianMixture(k, random_state=seed).fit(x)
-            bic = float(gm.bic(x))
-            if bic < best_bic:
-                best, best_bic = gm, bic
-        assert best is not None
-        return Mixture(
-            best.weights_.tolist(),
-            best.means_.ravel().tolist(),
-            np.sqrt(best.covariances_.ravel()).tolist(),
-        )
-
 
 # ---------------------------------------------------------------------- Numeric
 
 
-class Numeric(Stochastic):
+class Numeric(StochasticValue):
     """A distribution computed exactly by the numeric engine (kind ``"numeric"``).
 
     Not a sample and not a parametric fit: ``mean``/``std`` are exact (quadrature),
@@ -681,9 +660,9 @@ class Numeric(Stochastic):
 # ------------------------------------------------------------ conversions & ops
 
 
-def as_stochastic(x: Any) -> Stochastic:
+def as_stochastic(x: Any) -> StochasticValue:
     """Numbers become points; scipy frozen normals become :class:`Normal`."""
-    if isinstance(x, Stochastic):
+    if isinstance(x, StochasticValue):
         return x
     if isinstance(x, bool):
         raise TypeError("a boolean is not a stochastic value")
@@ -695,7 +674,7 @@ def as_stochastic(x: Any) -> Stochastic:
     raise TypeError(f"cannot use {type(x).__name__} as a stochastic value")
 
 
-def from_components(kind: str, components: Sequence[Any]) -> Stochastic:
+def from_components(kind: str, components: Sequence[Any]) -> StochasticValue:
     """Model input from a forecaster distribution.
 
     ``components`` is a list of ``(weight, mean, std)`` (tuples or dicts with
@@ -731,23 +710,23 @@ def _component(c: Any) -> tuple[float, float, float]:
     return float(w), float(m), float(s)
 
 
-def from_lane(v: Value) -> Stochastic:
+def from_lane(v: Value) -> StochasticValue:
     """Lane 0 of a lane value as a public value."""
     return from_lanes(v, 1)[0]
 
 
-def from_lanes(v: Value, limit: int | None = None) -> list[Stochastic]:
+def from_lanes(v: Value, limit: int | None = None) -> list[StochasticValue]:
     """Every lane (or the first ``limit``) of a lane value as public values:
     points, normals (dependence on inputs kept), numeric values (exact, drawn
     from their inputs) or samples (aligned)."""
     count = lanes.nlanes(v) if limit is None else limit
-    if isinstance(v, Num):
+    if isinstance(v, NumericLanes):
         res = NumResult(v)
         return [Point(res.det_value(k)) if res.is_det(k) else Numeric(res, k) for k in range(count)]
     if isinstance(v, Smp):
         return [Samples(np.array(v.x[k]), seed=v.space.seed, space=v.space) for k in range(count)]
     if isinstance(v, Lin):
-        out: list[Stochastic] = []
+        out: list[StochasticValue] = []
         for k in range(count):
             row = v.A[k]
             nz = np.flatnonzero(row)
@@ -760,22 +739,22 @@ def from_lanes(v: Value, limit: int | None = None) -> list[Stochastic]:
     return [Point(float(arr[k])) for k in range(count)]
 
 
-def to_samples_lane(x: Stochastic, space: Space) -> Smp:
+def to_samples_lane(x: StochasticValue, space: Space) -> Smp:
     return Smp(x._draw(space)[None, :], space)
 
 
-def _pick_space(values: Sequence[Stochastic], cfg: EngineConfig) -> Space:
+def _pick_space(values: Sequence[StochasticValue], cfg: EngineConfig) -> Space:
     for v in values:
         if isinstance(v, Samples) and v.space is not None:
             return v.space
     return cfg.space if cfg.space is not None else Space(cfg.samples, cfg.seed)
 
 
-def _all_analytic(values: Sequence[Stochastic]) -> bool:
+def _all_analytic(values: Sequence[StochasticValue]) -> bool:
     return all(v.analytic for v in values)
 
 
-def _binop(op: str, a: Any, b: Any) -> Stochastic:
+def _binop(op: str, a: Any, b: Any) -> StochasticValue:
     x, y = as_stochastic(a), as_stochastic(b)
     cfg = current_engine()
     if cfg.mode != "mc" and _all_analytic([x, y]):
@@ -793,7 +772,7 @@ def _binop(op: str, a: Any, b: Any) -> Stochastic:
     return from_lane(out)
 
 
-def _reduce(op: str, values: Iterable[Any]) -> Stochastic:
+def _reduce(op: str, values: Iterable[Any]) -> StochasticValue:
     vals = [as_stochastic(v) for v in values]
     if not vals:
         if op == "sum":
@@ -815,16 +794,16 @@ def _reduce(op: str, values: Iterable[Any]) -> Stochastic:
     return from_lane(lanes.reduce(op, stacked, starts, LaneCtx(False, space)))
 
 
-def ssum(values: Iterable[Any]) -> Stochastic:
+def ssum(values: Iterable[Any]) -> StochasticValue:
     """Sum of many values (exact for normals and points)."""
     return _reduce("sum", values)
 
 
-def smax(values: Iterable[Any]) -> Stochastic:
+def smax(values: Iterable[Any]) -> StochasticValue:
     """Max of many values (Clark for pairs, exact for independent normals)."""
     return _reduce("max", values)
 
 
-def smin(values: Iterable[Any]) -> Stochastic:
+def smin(values: Iterable[Any]) -> StochasticValue:
     """Min of many values (``-max(-x)``)."""
     return _reduce("min", values)

@@ -25,7 +25,7 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from ppe.core import Normal, Point, Samples, smax, ssum, use_engine
-from ppe.core.stochastic import Stochastic
+from ppe.core.stochastic import StochasticValue
 
 SETTINGS = settings(max_examples=25, deadline=None, derandomize=True)
 
@@ -37,7 +37,7 @@ def _normals(pairs: list[tuple[float, float]]) -> list[Normal]:
     return [Normal(m, m * c) for m, c in pairs]
 
 
-def _both(build, n: int, seed: int = 12345) -> tuple[Stochastic, Stochastic]:  # type: ignore[no-untyped-def]
+def _both(build, n: int, seed: int = 12345) -> tuple[StochasticValue, StochasticValue]:  # type: ignore[no-untyped-def]
     with use_engine("analytic"):
         a = build()
     with use_engine("mc", samples=n, seed=seed):
@@ -46,7 +46,7 @@ def _both(build, n: int, seed: int = 12345) -> tuple[Stochastic, Stochastic]:  #
     return a, m
 
 
-def _agree(a: Stochastic, m: Stochastic, std: bool = True) -> None:
+def _agree(a: StochasticValue, m: StochasticValue, std: bool = True) -> None:
     assert a.mean() == pytest.approx(m.mean(), rel=0.01)
     if std:
         # a spread below 2e-4 of the mean counts as none: the max of a point and a
@@ -58,7 +58,7 @@ def _agree(a: Stochastic, m: Stochastic, std: bool = True) -> None:
 @SETTINGS
 @given(st.lists(st.tuples(means, cvs), min_size=2, max_size=8), st.integers(0, 3))
 def test_sums_agree(pairs: list[tuple[float, float]], repeats: int) -> None:
-    def build() -> Stochastic:
+    def build() -> StochasticValue:
         xs = _normals(pairs)
         # reuse the first input: dependence must be kept by both engines
         return ssum(xs) + repeats * xs[0] + 2.5
@@ -70,7 +70,7 @@ def test_sums_agree(pairs: list[tuple[float, float]], repeats: int) -> None:
 @given(st.floats(0.1, 10.0), st.floats(0.0, 0.2), st.floats(0.1, 100.0))
 @example(1.0, 0.2, 1.0)
 def test_quotient_means_agree(mu: float, cv: float, num: float) -> None:
-    def build() -> Stochastic:
+    def build() -> StochasticValue:
         return num / Normal(mu, mu * cv)
 
     a, m = _both(build, 200_000)
@@ -81,7 +81,7 @@ def test_quotient_means_agree(mu: float, cv: float, num: float) -> None:
 @given(st.floats(0.1, 10.0), st.floats(0.0, 0.17), st.floats(0.1, 100.0), st.floats(0.0, 0.2))
 @example(1.0, 0.17, 1.0, 0.2)
 def test_quotient_stds_agree(mu: float, cv: float, num: float, num_cv: float) -> None:
-    def build() -> Stochastic:
+    def build() -> StochasticValue:
         f = Normal(mu, mu * cv)
         return Normal(num, num * num_cv) / f + 1.0 / f
 
@@ -95,7 +95,7 @@ def test_quotient_stds_agree(mu: float, cv: float, num: float, num_cv: float) ->
 @example([(5.0, 0.125), (8.0, 0.0)])  # a point 4.8 sigma above a normal: the tail MC cannot see
 @example([(1.0, 0.0), (10.0, 0.0625), (11.0, 0.0005)])  # the spread comes from a 5 % tail
 def test_max_agrees(pairs: list[tuple[float, float]]) -> None:
-    def build() -> Stochastic:
+    def build() -> StochasticValue:
         return smax(_normals(pairs))
 
     # 200 000 draws: when a host only rarely beats the rest (a 5 % tail), the spread of the
@@ -108,7 +108,7 @@ def test_max_agrees(pairs: list[tuple[float, float]]) -> None:
 def test_correlated_pair_max_agrees(m1: float, c1: float, m2: float, c2: float) -> None:
     """Clark's formulas for two values sharing an input."""
 
-    def build() -> Stochastic:
+    def build() -> StochasticValue:
         shared = Normal(m1, m1 * c1)
         return smax([shared + Normal(m2, m2 * c2), 1.5 * shared])
 
@@ -118,7 +118,7 @@ def test_correlated_pair_max_agrees(m1: float, c1: float, m2: float, c2: float) 
 @SETTINGS
 @given(means, st.floats(0.0, 0.2), means, st.floats(0.0, 0.2))
 def test_products_agree(m1: float, c1: float, m2: float, c2: float) -> None:
-    def build() -> Stochastic:
+    def build() -> StochasticValue:
         return Normal(m1, m1 * c1) * Normal(m2, m2 * c2)
 
     _agree(*_both(build, 100_000))

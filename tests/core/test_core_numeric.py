@@ -36,7 +36,7 @@ from ppe.core import (
     predict,
     use_engine,
 )
-from ppe.core.stochastic import Numeric, Stochastic
+from ppe.core.stochastic import Numeric, StochasticValue
 
 N, ITERS, SIZE = 4000, 100, 8
 PARAMS = {"n": N, "iterations": ITERS}
@@ -55,9 +55,9 @@ def hosts(
     out = []
     for p in range(count):
         mu = float(rng.uniform(0.4, 0.95))
-        avail: Stochastic = Normal(mu, cv * mu) if cpu == "normal" else bimodal(mu)
+        avail: StochasticValue = Normal(mu, cv * mu) if cpu == "normal" else bimodal(mu)
 
-        def link(bw: float) -> Stochastic:
+        def link(bw: float) -> StochasticValue:
             if links == "normal":
                 return Normal(bw, 0.1 * bw)
             if links == "mixture":
@@ -82,7 +82,7 @@ def _kurtosis(x: np.ndarray) -> float:
     return float(np.mean(d**4) / np.mean(d**2) ** 2)
 
 
-def _agrees_with_mc(exact: Stochastic, mc: Samples, *, stds: bool, upper: bool = True) -> None:
+def _agrees_with_mc(exact: StochasticValue, mc: Samples, *, stds: bool, upper: bool = True) -> None:
     """``exact`` against ``mc`` with tolerances Monte Carlo can resolve (see the
     module docstring); ``upper=False`` checks the upper interval end through the
     CDF instead (when it sits on a floor's point mass, the quantile jumps)."""
@@ -134,14 +134,14 @@ def test_numeric_engine_agrees_with_monte_carlo(
         _agrees_with_mc(e, m, stds=stds, upper=upper)
 
 
-def _is_quantile(x: Stochastic, q: np.ndarray, tol: float) -> None:
+def _is_quantile(x: StochasticValue, q: np.ndarray, tol: float) -> None:
     """``ppf(q)`` is where the CDF reaches q (a point mass may hold q inside it)."""
     t = np.asarray(x.ppf(q))
     assert np.all(x.cdf(t * (1 + 1e-9)) >= q - tol)
     assert np.all(x.cdf(t * (1 - 1e-9)) <= q + tol)
 
 
-def _quad_moments(cpu: Stochastic, c: float) -> tuple[float, float]:
+def _quad_moments(cpu: StochasticValue, c: float) -> tuple[float, float]:
     """Mean and std of ``c / max(X, 0.01)`` by adaptive quadrature."""
     comps = cpu.components
     pdf = lambda x: sum(w * stats.norm.pdf(x, m, s) for w, m, s in comps)  # noqa: E731
@@ -167,7 +167,7 @@ def _quad_moments(cpu: Stochastic, c: float) -> tuple[float, float]:
         bimodal(0.8),
     ],
 )
-def test_time_per_row_is_exact(cpu: Stochastic) -> None:
+def test_time_per_row_is_exact(cpu: StochasticValue) -> None:
     """``a = I * n * Benchmark / FracAvailCPU`` (whole run, per row), floor included."""
     bench = 2e-8
     (a, b), *_ = linear_host_models("sor", PARAMS, [HostInputs("h", bench, cpu)])
@@ -212,7 +212,7 @@ def test_makespan_moments_match_quadrature_of_the_product_cdf() -> None:
         pts = [p for p in jumps if lo < p < top][:50]
         kw = {"points": pts or None, "limit": 2000, "epsabs": 0, "epsrel": 1e-11}
 
-        def tail(t: float, ms: Stochastic = ms) -> float:
+        def tail(t: float, ms: StochasticValue = ms) -> float:
             return float(1.0 - ms.cdf(t))
 
         m1 = lo + integrate.quad(tail, lo, top, **kw)[0]
@@ -226,7 +226,7 @@ def test_dedicated_hosts_stay_exact_next_to_a_stochastic_one() -> None:
     """Points in, points out (hand computation to 1e-9), even when another
     host's availability is a mixture."""
     bench = [2.0e-8, 3.1e-8, 2.5e-8, 4.0e-8]
-    cpu: list[Stochastic] = [Point(0.9), Point(0.55), bimodal(0.8), Point(0.35)]
+    cpu: list[StochasticValue] = [Point(0.9), Point(0.55), bimodal(0.8), Point(0.35)]
     bw = 1.25e7
     hs = [
         HostInputs(

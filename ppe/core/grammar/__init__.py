@@ -1,0 +1,101 @@
+"""The performance grammar: a small, safe language for structural models.
+
+The text is tokenised and parsed by hand (recursive descent) into an AST; it is
+never ``eval``-ed.  :func:`compile_model` parses and validates it and returns a
+:class:`CompiledModel`; problems raise :class:`~ppe.core.errors.GrammarError`
+with line, column and the offending token (``.errors`` lists all of them).
+The language is described in ``ppe/core/GRAMMAR.md``; in short::
+
+    # comment
+    param n                        # application parameter (required)
+    param I alias iterations       # ... with another accepted name
+    param Size = 8                 # ... with a default
+    require n >= 1 : "n must be positive"
+
+    NumElts[p] = rows[p] * n / 2   # component, one index
+    RComp[p]   = NumElts[p] * Benchmark[p] / FracAvailCPU[p]
+    Comm[p]    = sum(q in neighbours(p): n * Size / BWAvail[p, q] + Latency[p, q])
+    Edge[p]    = if p > 0 then 1 else 0
+    HostTime[p] = I * (RComp[p] + Comm[p])          # required: per-host time
+    ExecTime    = max(p in hosts: HostTime[p])      # required: the makespan
+
+Built-in symbols: ``P`` (number of hosts), ``rows[p]``, ``Benchmark[p]``,
+``FracAvailCPU[p]`` (stochastic), ``BWAvail[p, q]`` (stochastic) and
+``Latency[p, q]``; functions ``max(a, b, ...)``, ``min(...)``; aggregations
+``sum|max|min(v in DOMAIN: expr)`` with DOMAIN ``hosts``, ``neighbours(p)`` or
+``lo..hi`` (inclusive).
+
+Modules, each using only those before it: :mod:`.tokens` (tokeniser),
+:mod:`.nodes` (syntax tree), :mod:`.parser` (text to statements),
+:mod:`.symbols` (built-in names, :class:`CompiledModel`), :mod:`.checker`
+(semantic checks, :func:`compile_model`, :func:`validate_model`).
+"""
+
+from .checker import compile_model, validate_model
+from .nodes import (
+    Agg,
+    BinOp,
+    BoolOp,
+    Call,
+    Compare,
+    Definition,
+    Domain,
+    IfExpr,
+    Index,
+    Name,
+    Neg,
+    Node,
+    Not,
+    NumberLit,
+    ParamDecl,
+    Require,
+    Statement,
+    first_token,
+    unparse,
+)
+from .parser import parse
+from .symbols import (
+    BUILTINS,
+    FUNCTIONS,
+    REQUIRED,
+    RESERVED,
+    Builtin,
+    CompiledModel,
+    ParamSpec,
+)
+from .tokens import KEYWORDS, Token, tokenize
+
+__all__ = [
+    "BUILTINS",
+    "FUNCTIONS",
+    "KEYWORDS",
+    "REQUIRED",
+    "RESERVED",
+    "Agg",
+    "BinOp",
+    "BoolOp",
+    "Builtin",
+    "Call",
+    "Compare",
+    "CompiledModel",
+    "Definition",
+    "Domain",
+    "IfExpr",
+    "Index",
+    "Name",
+    "Neg",
+    "Node",
+    "Not",
+    "NumberLit",
+    "ParamDecl",
+    "ParamSpec",
+    "Require",
+    "Statement",
+    "Token",
+    "compile_model",
+    "first_token",
+    "parse",
+    "tokenize",
+    "unparse",
+    "validate_model",
+]

@@ -1,0 +1,81 @@
+"""What a model may refer to (built-in symbols, functions, reserved and required names) and
+what compiling it yields (:class:`CompiledModel`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .nodes import Definition, Require
+from .tokens import KEYWORDS
+
+
+@dataclass(frozen=True)
+class Builtin:
+    """A system parameter the engine supplies."""
+
+    name: str
+    arity: int
+    stochastic: bool
+    doc: str
+
+
+BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in (
+        Builtin("P", 0, False, "number of hosts in the chain"),
+        Builtin("rows", 1, False, "rows of the grid allocated to host p"),
+        Builtin("Benchmark", 1, False, "dedicated seconds to update one element on host p"),
+        Builtin("FracAvailCPU", 1, True, "fraction of host p's CPU available (floored at 0.01)"),
+        Builtin("BWAvail", 2, True, "bandwidth available from host p to neighbour q, bytes/s"),
+        Builtin("Latency", 2, False, "per-message latency from host p to neighbour q, s"),
+    )
+}
+FUNCTIONS = frozenset({"max", "min"})
+RESERVED = frozenset(BUILTINS) | FUNCTIONS | {"sum", "hosts", "neighbours"} | KEYWORDS
+#: Components a model must define: the per-host time and the makespan.
+REQUIRED = {"HostTime": 1, "ExecTime": 0}
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    name: str
+    aliases: tuple[str, ...]
+    default: float | None
+    line: int
+
+
+@dataclass(frozen=True)
+class CompiledModel:
+    """A validated model, ready for :func:`ppe.core.predict`."""
+
+    text: str
+    digest: str
+    params: tuple[ParamSpec, ...]
+    requires: tuple[Require, ...]
+    definitions: dict[str, Definition]
+    stochastic: dict[str, bool]
+    #: canonical body text per component (index variables renamed), for sharing
+    canonical: dict[str, str]
+    #: free index variables of every expression node, by ``id(node)``
+    free_vars: dict[int, frozenset[str]] = field(repr=False)
+
+    def param(self, name: str) -> ParamSpec | None:
+        for spec in self.params:
+            if name == spec.name or name in spec.aliases:
+                return spec
+        return None
+
+    def describe(self) -> dict[str, Any]:
+        """JSON-ready summary (for ``GET /models``)."""
+        return {
+            "digest": self.digest,
+            "params": [
+                {"name": p.name, "aliases": list(p.aliases), "default": p.default}
+                for p in self.params
+            ],
+            "components": [
+                {"name": d.name, "indices": list(d.indices), "stochastic": self.stochastic[d.name]}
+                for d in self.definitions.values()
+            ],
+        }
