@@ -34,7 +34,7 @@ import forecaster
 import scheduler
 from forecaster import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, Distribution
 from ppe import core
-from ppe.core import CompiledModel, HostInputs, Prediction, Stochastic
+from ppe.core import CompiledModel, HostInputs, Prediction, StochasticValue
 from ppe.core.stochastic import Point
 
 __all__ = [
@@ -98,15 +98,15 @@ class HostForecasts:
     information (predictor, errors, sample count, age) for the caller to report.
     """
 
-    cpu: Stochastic
-    bandwidth: Mapping[str, Stochastic] = field(default_factory=dict)
-    default_bandwidth: Stochastic | None = None
+    cpu: StochasticValue
+    bandwidth: Mapping[str, StochasticValue] = field(default_factory=dict)
+    default_bandwidth: StochasticValue | None = None
     latency: float = 0.0
     multimode: bool = False
     age_s: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
 
-    def link_to(self, peer: str) -> Stochastic | None:
+    def link_to(self, peer: str) -> StochasticValue | None:
         """Bandwidth of the link to ``peer`` (falls back to the default)."""
         return self.bandwidth.get(peer, self.default_bandwidth)
 
@@ -232,7 +232,7 @@ class HistoryForecasts:
         h = self.histories[name]
         d = self._distribution(name, "cpu", horizon)
         cpu = core.from_components(d.kind, d.components)
-        bw: Stochastic = Point(self.bandwidth)
+        bw: StochasticValue = Point(self.bandwidth)
         if h.bandwidth is not None:
             d = self._distribution(name, "bandwidth", horizon)
             bw = core.from_components(d.kind, d.components)
@@ -285,8 +285,8 @@ class PredictResult:
 
     hosts: list[str]
     rows: dict[str, int]
-    per_host: dict[str, Stochastic]
-    makespan: Stochastic
+    per_host: dict[str, StochasticValue]
+    makespan: StochasticValue
     inputs: dict[str, HostForecasts]
     horizon_s: float | None
     rounds: int
@@ -408,7 +408,7 @@ def _predict(
         samples=opts.predict_samples,
         seed=opts.seed,
     )
-    per_host: dict[str, Stochastic] = {h.name: Point(0.0) for h in hosts}
+    per_host: dict[str, StochasticValue] = {h.name: Point(0.0) for h in hosts}
     per_host.update({h.name: t for h, t in zip(active, pred.per_host, strict=True)})
     return Round(dict(forecasts), dict(rows), pred, per_host)
 
@@ -422,7 +422,7 @@ class Round:
     forecasts: dict[str, HostForecasts]
     rows: dict[str, int]
     prediction: Prediction
-    per_host: dict[str, Stochastic]
+    per_host: dict[str, StochasticValue]
 
 
 P = TypeVar("P")
@@ -440,7 +440,7 @@ class Settled(Generic[P]):
     history: tuple[tuple[float | None, float], ...]
 
 
-def run_length(makespan: Stochastic) -> float:
+def run_length(makespan: StochasticValue) -> float:
     """The horizon a predicted makespan asks for: its median, the length of a typical run.
 
     Not its mean: the mean is pulled up by the rare runs in which a host stalls, and those

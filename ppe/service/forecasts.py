@@ -36,7 +36,7 @@ from forecaster import (
     snap_dependence_horizon,
     snap_horizon,
 )
-from ppe.core.stochastic import Stochastic, from_components
+from ppe.core.stochastic import StochasticValue, from_components
 from ppe.service.store.measurements import latest_timestamps, read_series
 
 #: How long a worker reuses the measured dependence between hosts (see co_movement).
@@ -82,7 +82,7 @@ class ForecastCache:
         self.fresh_s = fresh_s
         self._histories: dict[int, _History] = {}
         self._results: dict[tuple[Any, ...], SeriesForecast] = {}
-        self._inputs: dict[tuple[Any, ...], tuple[Stochastic, dict[str, Any]]] = {}
+        self._inputs: dict[tuple[Any, ...], tuple[StochasticValue, dict[str, Any]]] = {}
         self._lock = threading.Lock()
         self._dependence: TTLCache[tuple[Any, ...], np.ndarray] = TTLCache(
             maxsize=256, ttl=DEPENDENCE_TTL_S
@@ -209,7 +209,7 @@ class ForecastCache:
         horizon_s: float | None = None,
         confidence: float = 0.95,
         at: float | None = None,
-    ) -> tuple[SeriesForecast, Stochastic, dict[str, Any]]:
+    ) -> tuple[SeriesForecast, StochasticValue, dict[str, Any]]:
         """The forecast, its distribution as a model input, and that input's JSON form —
         memoised with the forecast, since a 64-host plan asks for them every round.
 

@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 import scheduler
 from forecaster import snap_dependence_horizon
 from ppe import core
-from ppe.core.stochastic import Point, Stochastic
+from ppe.core.stochastic import Point, StochasticValue
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
 from ppe.service.deps import release
 from ppe.service.forecasts import ForecastCache, age_at
@@ -238,7 +238,7 @@ class StoreForecasts:
         self.default_latency = default_latency
         self._bandwidth = _neighbours(idx.bandwidth)
         self._latency = _neighbours(idx.latency)
-        self._memo: dict[tuple[int, float | None], tuple[Any, Stochastic, dict[str, Any]]] = {}
+        self._memo: dict[tuple[int, float | None], tuple[Any, StochasticValue, dict[str, Any]]] = {}
         self._dependence: dict[tuple[tuple[str, ...], float | None], np.ndarray] = {}
         if at is None:
             cache.refresh(idx.series_ids())
@@ -263,7 +263,7 @@ class StoreForecasts:
 
     def _forecast(
         self, sid: int, metric: str, horizon: float | None
-    ) -> tuple[Any, Stochastic, dict[str, Any]]:
+    ) -> tuple[Any, StochasticValue, dict[str, Any]]:
         key = (sid, horizon)
         if key not in self._memo:
             self._memo[key] = self.cache.forecast_input(
@@ -275,7 +275,7 @@ class StoreForecasts:
         cpu, cpu_value, cpu_json = self._forecast(self.idx.cpu[name], "cpu", horizon)
         # Modes describe the recent values (the one-step fit), whatever the horizon.
         recent = self._forecast(self.idx.cpu[name], "cpu", None)[0]
-        bw: dict[str, Stochastic] = {}
+        bw: dict[str, StochasticValue] = {}
         links: dict[str, Any] = {}
         for peer, sid in self._bandwidth.get(name, {}).items():
             fc, value, as_json = self._forecast(sid, "bandwidth", horizon)
