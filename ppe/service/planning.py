@@ -24,8 +24,8 @@ from forecaster import snap_dependence_horizon
 from ppe import core
 from ppe.core.stochastic import Point, Stochastic
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
-from ppe.service.deps import release
 from ppe.service.forecasts import ForecastCache, age_at
+from ppe.service.store.db import release
 from ppe.service.store.models import Resource, Series
 
 DEFAULT_ELEMENT_SIZE = 8

@@ -3,19 +3,23 @@
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 import scheduler
 from ppe.pipeline import HostMeta, PlanOptions, plan, replan, total_rows
 from ppe.service import models_registry, planning
 from ppe.service.auth import APP_USE, READ, require
-from ppe.service.deps import get_metrics, get_session
+from ppe.service.deps import (
+    ForecastCacheDep,
+    IndexCacheDep,
+    MetricsDep,
+    PlanMemoDep,
+    SessionDep,
+)
 from ppe.service.errors import domain_errors
-from ppe.service.metrics import Metrics
 from ppe.service.plan_memo import Answer, PlanMemo
 from ppe.service.responses import json_response
 from ppe.service.schemas import ScheduleRequest
@@ -26,11 +30,13 @@ router = APIRouter(tags=["schedules"])
 
 @router.post("/schedules")
 def post_schedule(
-    request: Request,
     body: ScheduleRequest,
-    session: Session = Depends(get_session),
-    metrics: Metrics = Depends(get_metrics),
-    _role: str = Depends(require(*APP_USE)),
+    session: SessionDep,
+    metrics: MetricsDep,
+    _role: Annotated[str, Depends(require(*APP_USE))],
+    forecasts: ForecastCacheDep,
+    index: IndexCacheDep,
+    memo: PlanMemoDep,
 ) -> Response:
     if body.strategy not in scheduler.STRATEGIES:
         raise HTTPException(
@@ -58,14 +64,13 @@ def post_schedule(
                 }
             ],
         )
-    memo: PlanMemo = request.app.state.plan_memo
     with domain_errors():
         specs = planning.host_specs(body.hosts)
         model = models_registry.resolve(session, body.app)
         metas, forecasts_for = planning.prepare(
             session,
-            request.app.state.forecasts,
-            request.app.state.index,
+            forecasts,
+            index,
             specs,
             body.n,
             confidence=body.confidence,
@@ -177,9 +182,9 @@ def _plan(
 
 @router.get("/schedules")
 def list_schedules(
-    limit: int = Query(50, ge=1, le=1000),
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> list[dict[str, Any]]:
     rows = session.execute(
         select(ServedLog)
@@ -201,8 +206,8 @@ def list_schedules(
 @router.get("/schedules/{schedule_id}")
 def get_schedule(
     schedule_id: int,
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
 ) -> dict[str, Any]:
     r = session.get(ServedLog, schedule_id)
     if r is None or r.kind != "schedule":
