@@ -6,13 +6,12 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Response
 
-from ppe.pipeline import PlanOptions, predict_allocation
-from ppe.service import models_registry, planning
+from ppe.service import planning
 from ppe.service.auth import APP_USE, require
 from ppe.service.deps import ForecastCacheDep, IndexCacheDep, MetricsDep, SessionDep
 from ppe.service.errors import domain_errors
 from ppe.service.responses import json_response
-from ppe.service.schemas import HostIn, PredictionRequest
+from ppe.service.schemas import PredictionRequest
 from ppe.service.store.models import ServedLog
 
 router = APIRouter(tags=["predictions"])
@@ -27,30 +26,8 @@ def post_prediction(
     forecasts: ForecastCacheDep,
     index: IndexCacheDep,
 ) -> Response:
-    rows = {a.host: a.rows for a in body.allocation}
     with domain_errors():
-        specs = planning.host_specs(
-            [HostIn(name=a.host, benchmark=a.benchmark) for a in body.allocation]
-        )
-        model = models_registry.resolve(session, body.model, body.grammar)
-        metas, forecasts_for = planning.prepare(
-            session,
-            forecasts,
-            index,
-            specs,
-            int(body.params.get("n", sum(rows.values()))),
-            confidence=body.confidence,
-            at=body.at,
-            default_bandwidth=body.bandwidth,
-            default_latency=body.latency,
-        )
-        options = PlanOptions(
-            confidence=body.confidence,
-            engine=body.engine,
-            predict_samples=body.samples,
-            seed=body.seed,
-        )
-        result = predict_allocation(model, body.params, metas, forecasts_for, rows, options)
+        result = planning.predict(body, session, forecasts, index)
     c = body.confidence
     pred = result.prediction
     response: dict[str, Any] = {
