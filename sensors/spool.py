@@ -176,21 +176,6 @@ class Spool:
         self._lockfile.close()
 
 
-def read_spool(directory: Path) -> tuple[list[Measurement], list[Measurement]]:
-    """(pending, journal) of a spool no process is using; for tests and operators."""
-    db = sqlite3.connect(Path(directory) / "spool.sqlite3")
-    try:
-        pending = [r[0] for r in db.execute("SELECT body FROM pending ORDER BY id")]
-        journal = [r[0] for r in db.execute("SELECT body FROM journal ORDER BY id")]
-    finally:
-        db.close()
-    return _parse(pending), _parse(journal)
-
-
-def _parse(bodies: list[str]) -> list[Measurement]:
-    return [Measurement.from_json(json.loads(b)) for b in bodies]
-
-
 class DeadLetter:
     """Append-only JSON lines of batches the service refused, for a human to look at.
 

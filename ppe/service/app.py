@@ -23,15 +23,16 @@ from ppe.service.api import (
     schedules,
     tokens,
 )
-from ppe.service.auth import TokenCache
 from ppe.service.config import Settings
 from ppe.service.dashboard import routes as dashboard
+from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics, MetricsMiddleware
 from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
 from ppe.service.replay_jobs import ReplayRunner, fail_interrupted
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
+from ppe.service.store.tokens import TokenCache
 
 API_PREFIX = "/api/v1"
 
@@ -49,14 +50,14 @@ def _problems_from_validation(exc: RequestValidationError) -> list[dict[str, Any
 
 async def _validation_handler(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
-    metrics: Metrics = request.app.state.metrics
     if request.url.path.endswith("/measurements"):
-        metrics.rejected_batches.labels("schema").inc()
+        services_of(request).metrics.rejected_batches.labels("schema").inc()
     return JSONResponse({"detail": _problems_from_validation(exc)}, status_code=422)
 
 
 def create_app(settings: Settings | None = None) -> FastAPI:
     settings = settings or Settings()
+    metrics = Metrics()  # before the lifespan: the middleware counts from the first request
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -64,16 +65,24 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         if settings.migrate_on_start:
             migrate(settings.database_url)
         engine = make_engine(settings.database_url)
-        app.state.engine = engine
-        app.state.sessions = make_sessionmaker(engine)
-        app.state.forecasts = ForecastCache(engine, history_limit=settings.history_limit)
-        app.state.plan_memo = PlanMemo()
-        app.state.index = IndexCache()
+        sessions = make_sessionmaker(engine)
+        forecasts = ForecastCache(engine, history_limit=settings.history_limit)
         if settings.migrate_on_start:  # single process: nobody else is running jobs
-            fail_interrupted(app.state.sessions)
-        app.state.replays = ReplayRunner(app.state.sessions)
+            fail_interrupted(sessions)
+        services = Services(
+            settings=settings,
+            metrics=metrics,
+            engine=engine,
+            sessions=sessions,
+            tokens=TokenCache(),
+            forecasts=forecasts,
+            index=IndexCache(),
+            plan_memo=PlanMemo(),
+            replays=ReplayRunner(sessions),
+        )
+        app.state.services = services
         yield
-        app.state.replays.shutdown()
+        services.replays.shutdown()
         engine.dispose()
 
     app = FastAPI(
@@ -82,10 +91,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         description="Stochastic grid scheduling: forecasts, interval predictions, schedules.",
         lifespan=lifespan,
     )
-    app.state.settings = settings
-    app.state.metrics = Metrics()
-    app.state.token_cache = TokenCache()
-    app.add_middleware(MetricsMiddleware, metrics=app.state.metrics)
+    app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_exception_handler(RequestValidationError, _validation_handler)
 
     api = APIRouter(prefix=API_PREFIX)

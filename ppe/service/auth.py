@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from typing import Annotated
 
 import anyio
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
+from ppe.service.deps import services_of
 from ppe.service.store.db import session_scope
 from ppe.service.store.tokens import role_of
 
@@ -23,25 +23,6 @@ ADMIN = ("admin",)
 bearer = HTTPBearer(auto_error=False, description="A token from `ppe token create`")
 
 
-@dataclass
-class TokenCache:
-    """Short-lived cache of token → role so a hot path does not hit the store every request."""
-
-    ttl_s: float = 10.0
-    entries: dict[str, tuple[str | None, float]] = field(default_factory=dict)
-
-    def get(self, token: str) -> tuple[bool, str | None]:
-        hit = self.entries.get(token)
-        if hit and time.monotonic() - hit[1] < self.ttl_s:
-            return True, hit[0]
-        return False, None
-
-    def put(self, token: str, role: str | None) -> None:
-        if len(self.entries) > 10_000:
-            self.entries.clear()
-        self.entries[token] = (role, time.monotonic())
-
-
 def token_from_request(request: Request, creds: HTTPAuthorizationCredentials | None) -> str | None:
     if creds is not None:
         return creds.credentials
@@ -50,21 +31,20 @@ def token_from_request(request: Request, creds: HTTPAuthorizationCredentials | N
 
 def cached_role(request: Request, token: str | None) -> tuple[bool, str | None]:
     """The role without touching the store, when it is known: ``(found, role)``."""
-    state = request.app.state
+    services = services_of(request)
     if token is None:
-        return True, "admin" if state.settings.demo_auth else None
-    found, role = state.token_cache.get(token)
-    return found, role
+        return True, "admin" if services.settings.demo_auth else None
+    return services.tokens.get(token)
 
 
 def resolve_role(request: Request, token: str | None) -> str | None:
     found, role = cached_role(request, token)
     if not found:
         assert token is not None
-        state = request.app.state
-        with session_scope(state.sessions) as session:
+        services = services_of(request)
+        with session_scope(services.sessions) as session:
             role = role_of(session, token)
-        state.token_cache.put(token, role)
+        services.tokens.put(token, role)
     return role
 
 
@@ -72,7 +52,7 @@ def require(*roles: str) -> Callable[..., Awaitable[str]]:
     """Dependency factory: 401 without a valid token, 403 when the role may not do this."""
 
     async def dependency(
-        request: Request, creds: HTTPAuthorizationCredentials | None = Depends(bearer)
+        request: Request, creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> str:
         # async: a cached token is checked on the event loop, no hop to a worker thread; only
         # a cache miss reads the store, in a thread.

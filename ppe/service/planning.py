@@ -2,7 +2,9 @@
 
 `ppe.pipeline` is pure and takes a `forecasts_for(horizon)` callable; this module builds that
 callable from the forecast cache (or, with `at`, from data strictly before that time), so the
-service and the replay run the very same planning code.
+service and the replay run the very same planning code. :func:`schedule` and :func:`predict`
+are what the HTTP routes call: a request in, the pipeline's answer out, domain errors raised
+for the routes to map to HTTP.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -22,10 +24,24 @@ from sqlalchemy.orm import Session
 import scheduler
 from forecaster import snap_dependence_horizon
 from ppe import core
+from ppe.core import CompiledModel
 from ppe.core.stochastic import Point, StochasticValue
-from ppe.pipeline import HostForecasts, HostMeta, PlanOptions, host_inputs, total_rows
-from ppe.service.deps import release
+from ppe.pipeline import (
+    HostForecasts,
+    HostMeta,
+    PlanOptions,
+    PredictResult,
+    host_inputs,
+    plan,
+    predict_allocation,
+    replan,
+    total_rows,
+)
+from ppe.service import models_registry
 from ppe.service.forecasts import ForecastCache, age_at
+from ppe.service.plan_memo import Answer, PlanMemo
+from ppe.service.schemas import PredictionRequest, ScheduleRequest
+from ppe.service.store.db import release
 from ppe.service.store.models import Resource, Series
 
 DEFAULT_ELEMENT_SIZE = 8
@@ -296,19 +312,34 @@ class StoreForecasts:
         )
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """One request's model, hosts and forecasts: what the pipeline takes."""
+
+    model: CompiledModel
+    hosts: list[HostMeta]
+    forecasts_for: StoreForecasts
+
+
 def prepare(
     session: Session,
     cache: ForecastCache,
     index: IndexCache,
-    specs: Sequence[HostSpec],
+    hosts: Sequence[Any],
     n: int,
     *,
+    model: str | None,
+    grammar: str | None = None,
     confidence: float,
     at: float | None,
     default_bandwidth: float,
     default_latency: float,
-) -> tuple[list[HostMeta], StoreForecasts]:
-    """Hosts as the pipeline wants them and their `forecasts_for`, for one request."""
+) -> Prepared:
+    """What a schedule and a prediction both start from: the hosts (no repeats; see
+    `host_specs`), the model (a name, or `grammar` text), the hosts' series and forecasts.
+    The session's read transaction ends before any forecast reads the store (`release`)."""
+    specs = host_specs(hosts)
+    compiled = models_registry.resolve(session, model, grammar)
     names = [s.name for s in specs]
     idx = index.get(session, names)
     release(session)
@@ -321,7 +352,162 @@ def prepare(
         default_bandwidth=default_bandwidth,
         default_latency=default_latency,
     )
-    return host_meta(specs, idx, n), forecasts_for
+    return Prepared(compiled, host_meta(specs, idx, n), forecasts_for)
+
+
+def predict(
+    body: PredictionRequest, session: Session, cache: ForecastCache, index: IndexCache
+) -> PredictResult:
+    """The request's allocation predicted over the hosts' forecasts (the horizon loop of
+    `ppe.pipeline.predict_allocation`); `n` defaults to the allocation's rows."""
+    rows = {a.host: a.rows for a in body.allocation}
+    inputs = prepare(
+        session,
+        cache,
+        index,
+        [HostSpec(a.host, a.benchmark) for a in body.allocation],
+        int(body.params.get("n", sum(rows.values()))),
+        model=body.model,
+        grammar=body.grammar,
+        confidence=body.confidence,
+        at=body.at,
+        default_bandwidth=body.bandwidth,
+        default_latency=body.latency,
+    )
+    options = PlanOptions(
+        confidence=body.confidence,
+        engine=body.engine,
+        predict_samples=body.samples,
+        seed=body.seed,
+    )
+    return predict_allocation(
+        inputs.model, body.params, inputs.hosts, inputs.forecasts_for, rows, options
+    )
+
+
+def check_schedule(body: ScheduleRequest) -> None:
+    """What the schema alone cannot refuse: a strategy the scheduler lacks, select with current."""
+    if body.strategy not in scheduler.STRATEGIES:
+        raise PlanningError(
+            422,
+            f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}",
+            "strategy",
+        )
+    if body.current is not None and body.select:
+        raise PlanningError(
+            422,
+            "a running application keeps its hosts and chain: select cannot go with current",
+            "select",
+        )
+
+
+def schedule(
+    body: ScheduleRequest,
+    session: Session,
+    cache: ForecastCache,
+    index: IndexCache,
+    memo: PlanMemo,
+) -> Answer:
+    """The request's schedule, memoised on the data its forecasts come from (`PlanMemo`):
+    repeat requests between two sensor reports cost a look-up."""
+    check_schedule(body)
+    inputs = prepare(
+        session,
+        cache,
+        index,
+        body.hosts,
+        body.n,
+        model=body.app,
+        confidence=body.confidence,
+        at=body.at,
+        default_bandwidth=body.bandwidth,
+        default_latency=body.latency,
+    )
+    version = inputs.forecasts_for.data_version()
+    key = (
+        None
+        if version is None
+        else (
+            inputs.model.digest,
+            body.model_dump_json(exclude={"hosts"}),
+            tuple(inputs.hosts),
+            version,
+        )
+    )
+    return memo.answer(key, lambda: _plan(body, inputs, memo))
+
+
+def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
+    """Plan the request, starting the horizon loop where the last identical request settled."""
+    model, metas, forecasts_for = inputs.model, inputs.hosts, inputs.forecasts_for
+    names = [m.name for m in metas]
+    params = {**body.params, "n": body.n, "I": body.iterations}
+    hint_key = (
+        model.digest,
+        body.n,
+        body.iterations,
+        tuple(names),
+        body.strategy,
+        body.k,
+        body.quantile,
+        body.at,
+        body.select,
+    )
+    options = PlanOptions(
+        confidence=body.confidence,
+        k=body.k,
+        quantile=body.quantile,
+        initial_horizon=memo.hint(hint_key),
+    )
+    if body.replan_every_s is not None:
+        options = replace(options, replan_every_s=body.replan_every_s)
+    if body.select:
+        metas = select_chain(model, params, metas, forecasts_for, body.strategy, options)
+    c = body.confidence
+    verdict = None
+    if body.current is None:
+        result = plan(
+            model,
+            params,
+            metas,
+            forecasts_for,
+            body.strategy,
+            options,
+            dependence_for=forecasts_for.dependence,
+        )
+    else:
+        policy = scheduler.ReplanPolicy(body.replan_every_s or scheduler.ReplanPolicy.every_s)
+        again = replan(
+            model,
+            params,
+            metas,
+            forecasts_for,
+            body.strategy,
+            current_rows(body.current, metas, total_rows(params)),
+            policy,
+            options,
+            forecasts_for.dependence,
+            row_bytes=body.n * params.get("Size", DEFAULT_ELEMENT_SIZE),
+            bandwidth=body.bandwidth,
+            latency=body.latency,
+        )
+        result = again.plan
+        verdict = {
+            "move": again.move,
+            "migration_s": again.migration_s,
+            "keep": again.keep.makespan.to_dict(c),
+        }
+    if body.replan_every_s is None:  # a re-plan's one-round horizon is no hint for others
+        memo.remember_hint(hint_key, result.horizon_s)
+    return Answer(
+        result=result,
+        allocation=[
+            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+            for h in result.hosts
+        ],
+        makespan=result.makespan.to_dict(c),
+        replan=verdict,
+    )
 
 
 def inputs_report(

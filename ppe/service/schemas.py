@@ -6,6 +6,8 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from ppe.pipeline import DEFAULT_LINK
+
 Finite = Annotated[float, Field(strict=True, allow_inf_nan=False)]
 Name = Annotated[str, Field(min_length=1, max_length=255, pattern=r"^[A-Za-z0-9_.:@\-]+$")]
 Metric = Literal["cpu", "bandwidth", "latency"]
@@ -32,7 +34,9 @@ class BatchAccepted(BaseModel):
 
 
 class Problem(BaseModel):
-    index: int | None = Field(None, description="position of the offending item in the batch")
+    index: int | None = Field(
+        default=None, description="position of the offending item in the batch"
+    )
     field: str | None = None
     reason: str
 
@@ -86,7 +90,7 @@ Confidence = Annotated[float, Field(gt=0, lt=1)]
 class HostIn(BaseModel):
     model_config = ConfigDict(extra="forbid")
     name: Name
-    benchmark: Positive | None = Field(None, description="dedicated s per element update")
+    benchmark: Positive | None = Field(default=None, description="dedicated s per element update")
     min_rows: Annotated[int, Field(ge=0)] = 0
     max_rows: Annotated[int, Field(ge=0)] | None = None
 
@@ -99,26 +103,30 @@ class RowsIn(BaseModel):
 
 class ScheduleRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    app: str = Field("sor", description="sor, jacobi2d or a registered model's name")
+    app: str = Field(default="sor", description="sor, jacobi2d or a registered model's name")
     n: Annotated[int, Field(ge=1, le=10_000_000)]
     iterations: Annotated[int, Field(ge=1, le=100_000_000)] = 100
     hosts: Annotated[list[Name | HostIn], Field(min_length=1, max_length=1024)]
     strategy: str = "mean"
     k: Annotated[float, Field(ge=0, le=100)] = 2.0
     quantile: Confidence = 0.95
-    bandwidth: Positive = Field(1.25e7, description="bytes/s for links with no measurements")
-    latency: NonNegative = Field(5e-4, description="s per message for links with no measurements")
+    bandwidth: Positive = Field(
+        default=DEFAULT_LINK.bandwidth, description="bytes/s for links with no measurements"
+    )
+    latency: NonNegative = Field(
+        default=DEFAULT_LINK.latency, description="s per message for links with no measurements"
+    )
     confidence: Confidence = 0.95
     at: Annotated[float, Field(ge=0)] | None = None
-    select: bool = Field(False, description="choose the subset and chain order (AppLeS)")
+    select: bool = Field(default=False, description="choose the subset and chain order (AppLeS)")
     params: dict[str, float] = Field(default_factory=dict, description="extra model parameters")
     replan_every_s: Positive | None = Field(
-        None,
+        default=None,
         description="the run checks its progress this often and asks again when behind: "
         "forecast that far ahead only (scheduler.ReplanPolicy)",
     )
     current: Annotated[list[RowsIn], Field(min_length=1, max_length=1024)] | None = Field(
-        None,
+        default=None,
         description="a running application's rows per host (iterations = those left): "
         "the answer says whether moving to the new schedule pays",
     )
@@ -133,12 +141,12 @@ class AllocationIn(BaseModel):
 
 class PredictionRequest(BaseModel):
     model_config = ConfigDict(extra="forbid")
-    model: str = Field("sor", description="a built-in or registered model name")
-    grammar: str | None = Field(None, description="inline model text instead of a name")
+    model: str = Field(default="sor", description="a built-in or registered model name")
+    grammar: str | None = Field(default=None, description="inline model text instead of a name")
     params: dict[str, float] = Field(default_factory=dict)
     allocation: Annotated[list[AllocationIn], Field(min_length=1, max_length=1024)]
-    bandwidth: Positive = 1.25e7
-    latency: NonNegative = 5e-4
+    bandwidth: Positive = DEFAULT_LINK.bandwidth
+    latency: NonNegative = DEFAULT_LINK.latency
     confidence: Confidence = 0.95
     at: Annotated[float, Field(ge=0)] | None = None
     engine: Literal["auto", "analytic", "mc"] = "auto"

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from sensors.config import load_config
 from sensors.daemon import SensorDaemon
-from sensors.spool import read_spool
+from sensors.measurement import Measurement
+from sensors.spool import Spool
 
 
 def config(tmp_path: Path, name: str, *extra: str):  # type: ignore[no-untyped-def]
@@ -22,6 +23,15 @@ def config(tmp_path: Path, name: str, *extra: str):  # type: ignore[no-untyped-d
         ],
         environ={},
     )  # fmt: skip
+
+
+def spool_contents(directory: Path) -> tuple[list[Measurement], list[Measurement]]:
+    """(pending, journal) as a restarted daemon finds them; the daemon must have stopped."""
+    spool = Spool(directory)
+    try:
+        return [e.measurement for e in spool.peek(spool.pending)], spool.journal()
+    finally:
+        spool.close()
 
 
 def keys(ms) -> list[tuple]:  # type: ignore[no-untyped-def]
@@ -59,7 +69,7 @@ def test_two_daemons_measure_probe_each_other_and_deliver_everything(
     assert max(Counter(received).values()) == 1  # nothing posted twice
     taken = []
     for name in ("ha", "hb"):
-        pending, journal = read_spool(tmp_path / name)
+        pending, journal = spool_contents(tmp_path / name)
         assert pending == []  # shutdown flushed everything
         taken += [m.key for m in journal]
     assert sorted(taken) == sorted(received)  # every measurement taken arrived, once
@@ -76,7 +86,7 @@ def test_outage_spools_and_a_restarted_daemon_drains_in_order(
     d.start()
     assert poll(lambda: d.spool.pending >= 5, timeout=20)
     assert d.stop(flush_timeout=2) is False  # could not flush: kept for the next start
-    pending, journal = read_spool(tmp_path / "h1")
+    pending, journal = spool_contents(tmp_path / "h1")
     assert len(pending) == len(journal) >= 5
 
     fake_service.set_mode("up")

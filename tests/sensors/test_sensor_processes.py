@@ -11,6 +11,7 @@ Bounded: every wait has a timeout; the two tests take ~20-40 s together on a bus
 
 from __future__ import annotations
 
+import json
 import signal
 import sqlite3
 import subprocess
@@ -24,7 +25,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from sensors.spool import read_spool
+from sensors.measurement import Measurement
 
 pytestmark = pytest.mark.slow
 
@@ -141,11 +142,20 @@ class Sensor:
         self.proc = None
         return code
 
+    def _spool_bodies(self, table: str) -> list[str]:
+        """The spool's ``pending`` or ``journal`` rows, read straight from its SQLite file: the
+        sensor may still be running and holds the spool's lock, so `Spool` would refuse."""
+        db = sqlite3.connect(self.spool / "spool.sqlite3")
+        try:
+            return [r[0] for r in db.execute(f"SELECT body FROM {table} ORDER BY id")]
+        finally:
+            db.close()
+
     def journal_keys(self) -> list[tuple[str, str, str, float]]:
-        return [m.key for m in read_spool(self.spool)[1]]
+        return [Measurement.from_json(json.loads(b)).key for b in self._spool_bodies("journal")]
 
     def pending(self) -> int:
-        return len(read_spool(self.spool)[0])
+        return len(self._spool_bodies("pending"))
 
 
 @pytest.fixture

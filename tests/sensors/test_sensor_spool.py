@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from sensors.measurement import InvalidMeasurement, Measurement
-from sensors.spool import DeadLetter, Spool, SpoolLocked, read_spool
+from sensors.spool import DeadLetter, Spool, SpoolLocked
 
 
 def cpu(t: float, v: float = 0.5, host: str = "h1") -> Measurement:
@@ -76,9 +76,10 @@ def test_journal_records_everything_taken(tmp_path: Path) -> None:
     s.ack(s.peek(1))
     assert [m.timestamp for m in s.journal()] == [1, 2]
     s.close()
-    pending, journal = read_spool(tmp_path)
-    assert [m.timestamp for m in pending] == [2]
-    assert [m.timestamp for m in journal] == [1, 2]
+    again = Spool(tmp_path)  # what the next start finds
+    assert [e.measurement.timestamp for e in again.peek(10)] == [2]
+    assert [m.timestamp for m in again.journal()] == [1, 2]
+    again.close()
 
 
 def test_one_process_per_spool(tmp_path: Path) -> None:
@@ -137,12 +138,12 @@ def test_sigkill_mid_write_keeps_every_committed_measurement(tmp_path: Path) -> 
     finally:
         p.send_signal(signal.SIGKILL)
         p.wait(10)
-    pending, journal = read_spool(tmp_path)
-    stamps = [m.timestamp for m in pending]
+    s = Spool(tmp_path)  # the dead writer's lock went with it
+    stamps = [e.measurement.timestamp for e in s.peek(s.pending)]
     assert len(stamps) >= 20
     assert stamps == [float(i) for i in range(1, len(stamps) + 1)]
-    assert [m.timestamp for m in journal] == stamps
-    Spool(tmp_path).close()  # the dead writer's lock went with it
+    assert [m.timestamp for m in s.journal()] == stamps
+    s.close()
 
 
 def test_dead_letter_lines_are_repostable(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 from ppe.replay.traces import read_trace
+from ppe.service import planning
 
 FILES = ["1.csv.gz", "2.csv.gz", "4.csv.gz"]
 
@@ -93,6 +94,17 @@ def test_schedule_bad_requests(fed) -> None:  # type: ignore[no-untyped-def]
     r = schedule(fed, hosts=[{"name": "h0", "max_rows": 10}, {"name": "h1", "max_rows": 10}])
     assert r.status_code == 422 and "feasible" in r.text
     assert fed.client.get("/api/v1/schedules", headers=fed.h("app")).json() == []
+
+
+def test_schedule_checks_name_the_field(fed) -> None:  # type: ignore[no-untyped-def]
+    """Checks the schema cannot make (planning.check_schedule) come first, in the same shape."""
+    r = schedule(fed, strategy="magic", hosts=["h0", "nope"])
+    assert r.status_code == 422
+    assert [p["field"] for p in r.json()["detail"]] == ["strategy"]
+    assert "choose from" in r.json()["detail"][0]["reason"]
+    r = schedule(fed, select=True, current=[{"host": "h0", "rows": 2000}])
+    assert r.status_code == 422
+    assert [p["field"] for p in r.json()["detail"]] == ["select"]
 
 
 def test_memory_bounds_a_strip(fed) -> None:  # type: ignore[no-untyped-def]
@@ -188,16 +200,14 @@ def test_selection_drops_slow_host_behind_thin_link(fed) -> None:  # type: ignor
 def test_repeat_schedule_reuses_plan_until_data_changes(fed, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     """Same request over unchanged data: one plan, answers logged separately, ages current;
     a new measurement on one host makes a new plan that sees it."""
-    import ppe.service.api.schedules as schedules_api
-
     calls = []
-    real_plan = schedules_api.plan
+    real_plan = planning.plan
 
     def counting_plan(*a, **kw):  # type: ignore[no-untyped-def]
         calls.append(1)
         return real_plan(*a, **kw)
 
-    monkeypatch.setattr(schedules_api, "plan", counting_plan)
+    monkeypatch.setattr(planning, "plan", counting_plan)
     first, second = schedule(fed).json(), schedule(fed).json()
     assert len(calls) == 1
     assert first["id"] != second["id"]

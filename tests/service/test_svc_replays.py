@@ -105,7 +105,7 @@ def test_uploaded_traces_are_removed_when_their_job_ends(client, traces_dir) -> 
 
     c, tokens = client
     op = {"Authorization": f"Bearer {tokens['operator']}"}
-    root = c.app.state.replays.upload_dir().parent  # type: ignore[attr-defined]
+    root = c.app.state.services.replays.upload_dir().parent  # type: ignore[attr-defined]
 
     def kept() -> list[str]:
         return sorted(f.name for f in root.rglob("*") if f.is_file())

@@ -2,17 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import numpy as np
-from fastapi import APIRouter, Depends, HTTPException, Query, Request
+from fastapi import APIRouter, Depends, HTTPException, Query
 from sqlalchemy.orm import Session
 
 from forecaster import InsufficientData, batch_forecasts
 from ppe.service.auth import READ, require
-from ppe.service.deps import get_session, release
-from ppe.service.forecasts import ForecastCache
+from ppe.service.deps import ForecastCacheDep, SessionDep
 from ppe.service.schemas import Metric
+from ppe.service.store.db import release
 from ppe.service.store.measurements import find_series
 
 router = APIRouter(tags=["forecasts"])
@@ -38,18 +38,19 @@ def insufficient(exc: InsufficientData) -> HTTPException:
 
 @router.get("/forecasts/{resource}/{metric}")
 def get_forecast(
-    request: Request,
     resource: str,
     metric: Metric,
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    cache: ForecastCacheDep,
     peer: str | None = None,
-    horizon: float | None = Query(None, gt=0, description="seconds to average over"),
-    confidence: float = Query(0.95, gt=0, lt=1),
-    at: float | None = Query(None, description="evaluate as of this unix time (past data only)"),
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    horizon: Annotated[float | None, Query(gt=0, description="seconds to average over")] = None,
+    confidence: Annotated[float, Query(gt=0, lt=1)] = 0.95,
+    at: Annotated[
+        float | None, Query(description="evaluate as of this unix time (past data only)")
+    ] = None,
 ) -> dict[str, Any]:
     sid = series_or_404(session, resource, metric, peer)
-    cache: ForecastCache = request.app.state.forecasts
     try:
         fc = cache.forecast(sid, metric, horizon_s=horizon, confidence=confidence, at=at)
     except InsufficientData as exc:
@@ -69,18 +70,17 @@ def get_forecast(
 
 @router.get("/resources/{resource}/history/{metric}")
 def get_history(
-    request: Request,
     resource: str,
     metric: Metric,
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    cache: ForecastCacheDep,
     peer: str | None = None,
-    limit: int = Query(1000, ge=10, le=20_000),
-    confidence: float = Query(0.95, gt=0, lt=1),
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    limit: Annotated[int, Query(ge=10, le=20_000)] = 1000,
+    confidence: Annotated[float, Query(gt=0, lt=1)] = 0.95,
 ) -> dict[str, Any]:
     """Recent samples with the one-step forecast each was given (from earlier data only)."""
     sid = series_or_404(session, resource, metric, peer)
-    cache: ForecastCache = request.app.state.forecasts
     ts, vals = cache.history(sid)
     ts, vals = ts[-limit:], vals[-limit:]
     if vals.size < 2:

@@ -2,21 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Response
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST
-from sqlalchemy import Engine
 
 from ppe import __version__
-from ppe.service.deps import get_engine, get_metrics
-from ppe.service.metrics import Metrics
+from ppe.service.deps import EngineDep, MetricsDep
 from ppe.service.store.db import ping
 
 router = APIRouter(tags=["health"])
 
 
 @router.get("/healthz")
-def healthz(engine: Engine = Depends(get_engine)) -> JSONResponse:
+def healthz(engine: EngineDep) -> JSONResponse:
     ok = ping(engine)
     body = {
         "status": "ok" if ok else "degraded",
@@ -28,5 +26,5 @@ def healthz(engine: Engine = Depends(get_engine)) -> JSONResponse:
 
 
 @router.get("/metrics")
-def metrics(m: Metrics = Depends(get_metrics)) -> Response:
+def metrics(m: MetricsDep) -> Response:
     return Response(m.render(), media_type=CONTENT_TYPE_LATEST)

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends
 from fastapi.responses import JSONResponse
-from sqlalchemy.orm import Session
 
 from ppe.service.auth import SENSOR_WRITE, require
-from ppe.service.config import Settings
-from ppe.service.deps import get_metrics, get_session, get_settings
-from ppe.service.metrics import Metrics
+from ppe.service.deps import (
+    ForecastCacheDep,
+    IndexCacheDep,
+    MetricsDep,
+    SessionDep,
+    SettingsDep,
+)
 from ppe.service.schemas import BatchAccepted, MeasurementBatch, ProblemReport
 from ppe.service.store.measurements import NEW_SERIES, Row, insert_batch
 from ppe.service.validation import check_batch
@@ -23,12 +28,13 @@ router = APIRouter(tags=["measurements"])
     responses={422: {"model": ProblemReport, "description": "batch rejected whole"}},
 )
 def post_measurements(
-    request: Request,
     batch: MeasurementBatch,
-    session: Session = Depends(get_session),
-    settings: Settings = Depends(get_settings),
-    metrics: Metrics = Depends(get_metrics),
-    _role: str = Depends(require(*SENSOR_WRITE)),
+    session: SessionDep,
+    settings: SettingsDep,
+    metrics: MetricsDep,
+    _role: Annotated[str, Depends(require(*SENSOR_WRITE))],
+    forecasts: ForecastCacheDep,
+    index: IndexCacheDep,
 ) -> BatchAccepted | JSONResponse:
     problems = check_batch(
         batch.measurements,
@@ -44,9 +50,9 @@ def post_measurements(
     ]
     inserted = insert_batch(session, rows)
     session.commit()  # acknowledge only what is durable
-    request.app.state.forecasts.invalidate()
+    forecasts.invalidate()
     if session.info.pop(NEW_SERIES, False):
-        request.app.state.index.clear()  # a new link: this worker's next plan sees it
+        index.clear()  # a new link: this worker's next plan sees it
     metrics.measurements.inc(len(rows))
     metrics.measurements_new.inc(inserted)
     return BatchAccepted(accepted=len(rows), inserted=inserted, duplicates=len(rows) - inserted)

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
 from ppe.core import builtin_models, validate_model
 from ppe.service.auth import APP_USE, READ, require
-from ppe.service.deps import get_session
+from ppe.service.deps import SessionDep
 from ppe.service.schemas import ModelIn
 from ppe.service.store.models import UserModel
 
@@ -20,7 +19,7 @@ router = APIRouter(tags=["models"])
 
 @router.get("/models")
 def list_models(
-    session: Session = Depends(get_session), _role: str = Depends(require(*READ))
+    session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
 ) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = [
         {"name": name, "builtin": True, "text": text, "description": ""}
@@ -42,8 +41,8 @@ def list_models(
 @router.post("/models", status_code=status.HTTP_201_CREATED)
 def post_model(
     body: ModelIn,
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*APP_USE)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*APP_USE))],
 ) -> Any:
     """Validate the model text (every error, with line, column and token) and store it."""
     if body.name in builtin_models():

@@ -2,19 +2,16 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Request, Response
-from sqlalchemy.orm import Session
+from fastapi import APIRouter, Depends, Response
 
-from ppe.pipeline import PlanOptions, predict_allocation
-from ppe.service import models_registry, planning
+from ppe.service import planning
 from ppe.service.auth import APP_USE, require
-from ppe.service.deps import get_metrics, get_session
+from ppe.service.deps import ForecastCacheDep, IndexCacheDep, MetricsDep, SessionDep
 from ppe.service.errors import domain_errors
-from ppe.service.metrics import Metrics
 from ppe.service.responses import json_response
-from ppe.service.schemas import HostIn, PredictionRequest
+from ppe.service.schemas import PredictionRequest
 from ppe.service.store.models import ServedLog
 
 router = APIRouter(tags=["predictions"])
@@ -22,36 +19,15 @@ router = APIRouter(tags=["predictions"])
 
 @router.post("/predictions")
 def post_prediction(
-    request: Request,
     body: PredictionRequest,
-    session: Session = Depends(get_session),
-    metrics: Metrics = Depends(get_metrics),
-    _role: str = Depends(require(*APP_USE)),
+    session: SessionDep,
+    metrics: MetricsDep,
+    _role: Annotated[str, Depends(require(*APP_USE))],
+    forecasts: ForecastCacheDep,
+    index: IndexCacheDep,
 ) -> Response:
-    rows = {a.host: a.rows for a in body.allocation}
     with domain_errors():
-        specs = planning.host_specs(
-            [HostIn(name=a.host, benchmark=a.benchmark) for a in body.allocation]
-        )
-        model = models_registry.resolve(session, body.model, body.grammar)
-        metas, forecasts_for = planning.prepare(
-            session,
-            request.app.state.forecasts,
-            request.app.state.index,
-            specs,
-            int(body.params.get("n", sum(rows.values()))),
-            confidence=body.confidence,
-            at=body.at,
-            default_bandwidth=body.bandwidth,
-            default_latency=body.latency,
-        )
-        options = PlanOptions(
-            confidence=body.confidence,
-            engine=body.engine,
-            predict_samples=body.samples,
-            seed=body.seed,
-        )
-        result = predict_allocation(model, body.params, metas, forecasts_for, rows, options)
+        result = planning.predict(body, session, forecasts, index)
     c = body.confidence
     pred = result.prediction
     response: dict[str, Any] = {

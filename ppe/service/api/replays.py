@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 from starlette.datastructures import UploadFile
 
 from ppe.service.auth import OPERATE, READ, require
-from ppe.service.deps import get_session
+from ppe.service.deps import ReplayRunnerDep, SessionDep, SettingsDep
 from ppe.service.replay_jobs import JobError, ReplayRunner, discard, resolve_traces
 from ppe.service.store.models import ReplayJob
 
@@ -34,7 +33,7 @@ def _summary(j: ReplayJob) -> dict[str, Any]:
 
 
 async def _config_from(
-    request: Request, runner: ReplayRunner
+    request: Request, runner: ReplayRunner, trace_dirs: tuple[str, ...]
 ) -> tuple[dict[str, Any], Path | None]:
     """JSON body with server-side `traces`, or multipart: `config` (JSON) plus `files`
     (saved to a folder of their own, returned with the config)."""
@@ -61,7 +60,7 @@ async def _config_from(
     traces = config.get("traces") or []
     config["traces"] = resolve_traces(
         [traces] if isinstance(traces, str) else list(traces),
-        request.app.state.settings.trace_dirs,
+        trace_dirs,
     )
     return config, None
 
@@ -78,10 +77,14 @@ async def _save_uploads(files: list[UploadFile], folder: Path) -> None:
 
 
 @router.post("/replays", status_code=status.HTTP_202_ACCEPTED)
-async def post_replay(request: Request, _role: str = Depends(require(*OPERATE))) -> dict[str, Any]:
-    runner: ReplayRunner = request.app.state.replays
+async def post_replay(
+    request: Request,
+    _role: Annotated[str, Depends(require(*OPERATE))],
+    runner: ReplayRunnerDep,
+    settings: SettingsDep,
+) -> dict[str, Any]:
     try:
-        config, uploads = await _config_from(request, runner)
+        config, uploads = await _config_from(request, runner, settings.trace_dirs)
         job_id = runner.submit(config, uploads)
     except (JobError, ValueError, TypeError) as exc:
         raise HTTPException(422, [{"field": "config", "reason": str(exc)}]) from exc
@@ -90,9 +93,9 @@ async def post_replay(request: Request, _role: str = Depends(require(*OPERATE)))
 
 @router.get("/replays")
 def list_replays(
-    limit: int = Query(50, ge=1, le=500),
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
 ) -> list[dict[str, Any]]:
     jobs = session.execute(select(ReplayJob).order_by(ReplayJob.id.desc()).limit(limit)).scalars()
     return [_summary(j) for j in jobs]
@@ -100,7 +103,7 @@ def list_replays(
 
 @router.get("/replays/{job_id}")
 def get_replay(
-    job_id: int, session: Session = Depends(get_session), _role: str = Depends(require(*READ))
+    job_id: int, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
 ) -> dict[str, Any]:
     job = session.get(ReplayJob, job_id)
     if job is None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Depends, HTTPException, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Depends, HTTPException
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ppe.service.auth import OPERATE, READ, require
-from ppe.service.deps import get_session
+from ppe.service.deps import IndexCacheDep, SessionDep
 from ppe.service.schemas import ResourceOut, ResourcePut, SeriesOut
 from ppe.service.store.measurements import ensure_resources
 from ppe.service.store.models import Resource, Series
@@ -42,7 +44,7 @@ def _resource_out(r: Resource, series: dict[int, list[SeriesOut]]) -> ResourceOu
 
 @router.get("/resources", response_model=list[ResourceOut])
 def list_resources(
-    session: Session = Depends(get_session), _role: str = Depends(require(*READ))
+    session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
 ) -> list[ResourceOut]:
     series = _series_summaries(session)
     resources = session.execute(select(Resource).order_by(Resource.name)).scalars()
@@ -51,7 +53,7 @@ def list_resources(
 
 @router.get("/resources/{name}", response_model=ResourceOut)
 def get_resource(
-    name: str, session: Session = Depends(get_session), _role: str = Depends(require(*READ))
+    name: str, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
 ) -> ResourceOut:
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one_or_none()
     if r is None:
@@ -63,14 +65,14 @@ def get_resource(
 def put_resource(
     name: str,
     body: ResourcePut,
-    request: Request,
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*OPERATE)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*OPERATE))],
+    index: IndexCacheDep,
 ) -> ResourceOut:
     """Register a host or merge new properties into an existing one."""
     ensure_resources(session, [name])
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one()
     r.properties = {**(r.properties or {}), **body.properties.model_dump(exclude_none=True)}
     session.commit()
-    request.app.state.index.clear()  # plans on this worker see the new properties at once
+    index.clear()  # plans on this worker see the new properties at once
     return _resource_out(r, _series_summaries(session, r.id))

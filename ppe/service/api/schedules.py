@@ -2,21 +2,21 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-from typing import Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Response
 from sqlalchemy import select
-from sqlalchemy.orm import Session
 
-import scheduler
-from ppe.pipeline import HostMeta, PlanOptions, plan, replan, total_rows
-from ppe.service import models_registry, planning
+from ppe.service import planning
 from ppe.service.auth import APP_USE, READ, require
-from ppe.service.deps import get_metrics, get_session
+from ppe.service.deps import (
+    ForecastCacheDep,
+    IndexCacheDep,
+    MetricsDep,
+    PlanMemoDep,
+    SessionDep,
+)
 from ppe.service.errors import domain_errors
-from ppe.service.metrics import Metrics
-from ppe.service.plan_memo import Answer, PlanMemo
 from ppe.service.responses import json_response
 from ppe.service.schemas import ScheduleRequest
 from ppe.service.store.models import ServedLog
@@ -26,60 +26,16 @@ router = APIRouter(tags=["schedules"])
 
 @router.post("/schedules")
 def post_schedule(
-    request: Request,
     body: ScheduleRequest,
-    session: Session = Depends(get_session),
-    metrics: Metrics = Depends(get_metrics),
-    _role: str = Depends(require(*APP_USE)),
+    session: SessionDep,
+    metrics: MetricsDep,
+    _role: Annotated[str, Depends(require(*APP_USE))],
+    forecasts: ForecastCacheDep,
+    index: IndexCacheDep,
+    memo: PlanMemoDep,
 ) -> Response:
-    if body.strategy not in scheduler.STRATEGIES:
-        raise HTTPException(
-            422,
-            [
-                {
-                    "field": "strategy",
-                    "reason": (
-                        f"unknown strategy {body.strategy!r}; "
-                        f"choose from {', '.join(scheduler.STRATEGIES)}"
-                    ),
-                }
-            ],
-        )
-    if body.current is not None and body.select:
-        raise HTTPException(
-            422,
-            [
-                {
-                    "field": "select",
-                    "reason": (
-                        "a running application keeps its hosts and chain: "
-                        "select cannot go with current"
-                    ),
-                }
-            ],
-        )
-    memo: PlanMemo = request.app.state.plan_memo
     with domain_errors():
-        specs = planning.host_specs(body.hosts)
-        model = models_registry.resolve(session, body.app)
-        metas, forecasts_for = planning.prepare(
-            session,
-            request.app.state.forecasts,
-            request.app.state.index,
-            specs,
-            body.n,
-            confidence=body.confidence,
-            at=body.at,
-            default_bandwidth=body.bandwidth,
-            default_latency=body.latency,
-        )
-        version = forecasts_for.data_version()
-        key = (
-            None
-            if version is None
-            else (model.digest, body.model_dump_json(exclude={"hosts"}), tuple(metas), version)
-        )
-        answer = memo.answer(key, lambda: _plan(model, body, metas, forecasts_for, memo))
+        answer = planning.schedule(body, session, forecasts, index, memo)
     result = answer.result
     response: dict[str, Any] = {
         "app": body.app,
@@ -101,85 +57,11 @@ def post_schedule(
     return json_response(response)  # already JSON-ready: skip FastAPI's generic encoder
 
 
-def _plan(
-    model: Any, body: ScheduleRequest, metas: list[HostMeta], forecasts_for: Any, memo: PlanMemo
-) -> Answer:
-    """Plan the request, starting the horizon loop where the last identical request settled."""
-    names = [m.name for m in metas]
-    params = {**body.params, "n": body.n, "I": body.iterations}
-    hint_key = (
-        model.digest,
-        body.n,
-        body.iterations,
-        tuple(names),
-        body.strategy,
-        body.k,
-        body.quantile,
-        body.at,
-        body.select,
-    )
-    options = PlanOptions(
-        confidence=body.confidence,
-        k=body.k,
-        quantile=body.quantile,
-        initial_horizon=memo.hint(hint_key),
-    )
-    if body.replan_every_s is not None:
-        options = replace(options, replan_every_s=body.replan_every_s)
-    if body.select:
-        metas = planning.select_chain(model, params, metas, forecasts_for, body.strategy, options)
-    c = body.confidence
-    verdict = None
-    if body.current is None:
-        result = plan(
-            model,
-            params,
-            metas,
-            forecasts_for,
-            body.strategy,
-            options,
-            dependence_for=forecasts_for.dependence,
-        )
-    else:
-        policy = scheduler.ReplanPolicy(body.replan_every_s or scheduler.ReplanPolicy.every_s)
-        again = replan(
-            model,
-            params,
-            metas,
-            forecasts_for,
-            body.strategy,
-            planning.current_rows(body.current, metas, total_rows(params)),
-            policy,
-            options,
-            forecasts_for.dependence,
-            row_bytes=body.n * params.get("Size", planning.DEFAULT_ELEMENT_SIZE),
-            bandwidth=body.bandwidth,
-            latency=body.latency,
-        )
-        result = again.plan
-        verdict = {
-            "move": again.move,
-            "migration_s": again.migration_s,
-            "keep": again.keep.makespan.to_dict(c),
-        }
-    if body.replan_every_s is None:  # a re-plan's one-round horizon is no hint for others
-        memo.remember_hint(hint_key, result.horizon_s)
-    return Answer(
-        result=result,
-        allocation=[
-            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
-            for h in result.hosts
-        ],
-        makespan=result.makespan.to_dict(c),
-        replan=verdict,
-    )
-
-
 @router.get("/schedules")
 def list_schedules(
-    limit: int = Query(50, ge=1, le=1000),
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    limit: Annotated[int, Query(ge=1, le=1000)] = 50,
 ) -> list[dict[str, Any]]:
     rows = session.execute(
         select(ServedLog)
@@ -201,8 +83,8 @@ def list_schedules(
 @router.get("/schedules/{schedule_id}")
 def get_schedule(
     schedule_id: int,
-    session: Session = Depends(get_session),
-    _role: str = Depends(require(*READ)),
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
 ) -> dict[str, Any]:
     r = session.get(ServedLog, schedule_id)
     if r is None or r.kind != "schedule":

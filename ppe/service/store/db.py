@@ -95,3 +95,10 @@ def ping(engine: Engine) -> bool:
 def session_scope(factory: sessionmaker[Session]) -> Iterator[Session]:
     with factory() as session, session.begin():
         yield session
+
+
+def release(session: Session) -> None:
+    """End the read transaction so the connection returns to the pool before the forecast cache
+    reads the store on its own: a request never holds two pooled connections at once, which
+    would deadlock a pool that every worker thread has taken one from."""
+    session.commit()

@@ -124,10 +124,6 @@ def _update_summaries(session: Session, new: Sequence[Any]) -> None:
     )
 
 
-def count_measurements(session: Session) -> int:
-    return int(session.execute(select(func.count()).select_from(Measurement)).scalar_one())
-
-
 def find_series(session: Session, resource: str, metric: str, peer: str = "") -> int | None:
     row = session.execute(
         select(Series.id)

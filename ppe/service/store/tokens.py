@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import hashlib
 import secrets
+import time
+from dataclasses import dataclass, field
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session
@@ -38,3 +40,22 @@ def bootstrap_admin(session: Session) -> str | None:
     if session.execute(select(ApiToken.id).limit(1)).first() is not None:
         return None
     return create_token(session, "admin", "bootstrap")
+
+
+@dataclass
+class TokenCache:
+    """Short-lived cache of token → role so a hot path does not hit the store every request."""
+
+    ttl_s: float = 10.0
+    entries: dict[str, tuple[str | None, float]] = field(default_factory=dict)
+
+    def get(self, token: str) -> tuple[bool, str | None]:
+        hit = self.entries.get(token)
+        if hit and time.monotonic() - hit[1] < self.ttl_s:
+            return True, hit[0]
+        return False, None
+
+    def put(self, token: str, role: str | None) -> None:
+        if len(self.entries) > 10_000:
+            self.entries.clear()
+        self.entries[token] = (role, time.monotonic())
