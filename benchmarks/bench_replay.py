@@ -33,7 +33,7 @@ from ppe.replay.oracle import oracle  # noqa: E402
 from ppe.replay.planning import plan_case  # noqa: E402
 from ppe.replay.report import format_table  # noqa: E402
 from ppe.replay.simulate import simulate  # noqa: E402
-from ppe.replay.traces import read_traces  # noqa: E402
+from ppe.traces import read_traces  # noqa: E402
 
 TRACES = "/work/shared/traces/bitbrains-rnd-2013-7"
 

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 
 from ppe.replay.experiment import DEFAULT_STRATEGIES, ReplayConfig, run_experiment
-from ppe.replay.traces import TraceFormatError, read_traces
+from ppe.traces import TraceFormatError, read_traces
 
 
 def build_parser() -> argparse.ArgumentParser:

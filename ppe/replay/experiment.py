@@ -62,7 +62,7 @@ from threadpoolctl import threadpool_limits
 
 import scheduler
 from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
-from ppe.replay.traces import AVAILABILITY_FLOOR, Trace, read_traces
+from ppe.traces import AVAILABILITY_FLOOR, Trace, read_traces
 
 ProgressFn = Callable[[int, int], None]
 
@@ -397,7 +397,7 @@ class Workers:
                 raise RuntimeError(
                     "--executor dask needs `pip install 'dask[distributed]'`"
                 ) from exc
-            from ppe.replay.traces import expand_paths
+            from ppe.traces import expand_paths
 
             self._paths = [str(p.resolve()) for p in expand_paths(cfg.traces)]
             self._client = Client(cfg.scheduler_address)

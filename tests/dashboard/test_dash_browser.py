@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ppe.replay.traces import read_trace
+from ppe.traces import read_trace
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

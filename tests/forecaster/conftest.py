@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from ppe.replay.traces import Trace, read_traces
+from ppe.traces import Trace, read_traces
 
 # Picked by looking at the traces (availability histograms, see the forecaster notes): hosts that
 # sit idle or saturated and switch between the two, and hosts that hold one level all month.

@@ -12,7 +12,7 @@ import pytest
 
 from forecaster import batch_forecasts
 from ppe.evaluation.baselines import BaselineSpec, baseline_forecasts
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 WARMUP = 288
 

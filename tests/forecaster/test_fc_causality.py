@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster import SeriesForecaster, batch_forecasts, forecast_series
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 LENGTH = 1200
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster import co_movement
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 STEP = 300.0
 DAYS = 6

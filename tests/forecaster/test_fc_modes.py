@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster import Distribution, consolidate, fit_distribution
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 from .conftest import BIMODAL, STEADY
 

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster import ForecasterConfig, SeriesForecaster, batch_forecasts
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 # a bimodal, a variable, an idle, a steady and a short (formerly dead) trace
 NAMES = ("41", "392", "2", "198", "195")

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppe.replay.traces import (
+from ppe.traces import (
     TraceFormatError,
     dead_stretches,
     read_trace,

@@ -17,7 +17,7 @@ from ppe.replay.experiment import (
 )
 from ppe.replay.planning import ReplanOutcome, plan_case
 from ppe.replay.simulate import simulate
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 STEP = 300.0  # sensor period, s
 DAYS = 4

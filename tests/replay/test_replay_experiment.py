@@ -25,7 +25,7 @@ from ppe.replay.experiment import (
 from ppe.replay.planning import plan_case
 from ppe.replay.report import render_html
 from ppe.replay.simulate import simulate
-from ppe.replay.traces import read_traces
+from ppe.traces import read_traces
 
 TRACES = Path("/work/shared/traces/bitbrains-rnd-2013-7")
 FILES = [TRACES / f"{n}.csv.gz" for n in ("1", "41", "65", "198", "233", "392")]
