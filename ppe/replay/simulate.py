@@ -367,17 +367,3 @@ def _communicate(
         after = net_bank.advance(net_idx, tt + config.latency, np.where(sending, msg, 0.0))
         tt = np.where(sending, after, tt)
     return tt
-
-
-def simulate_one(
-    timestamps: Sequence[ArrayLike],
-    availability: Sequence[ArrayLike],
-    rows: Sequence[int],
-    benchmark: Sequence[float],
-    start: float,
-    config: SimConfig,
-) -> float:
-    """Convenience: actual makespan of one schedule over per-host (timestamps, availability)."""
-    bank = RateBank(list(zip(timestamps, availability, strict=True)))
-    run = RunSpec(hosts=list(range(len(rows))), rows=rows, benchmark=benchmark, start=start)
-    return float(simulate(bank, [run], config).makespan[0])
