@@ -21,14 +21,9 @@ sys.path.insert(0, str(ROOT))
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from ppe.replay.experiment import (  # noqa: E402
-    ReplayConfig,
-    draw_cases,
-    make_banks,
-    prepare_hosts,
-    run_experiment,
-    run_specs,
-)
+from ppe.replay.cases import draw_cases, make_banks, prepare_hosts, run_specs  # noqa: E402
+from ppe.replay.config import ReplayConfig  # noqa: E402
+from ppe.replay.experiment import run_experiment  # noqa: E402
 from ppe.replay.oracle import oracle  # noqa: E402
 from ppe.replay.planning import plan_case  # noqa: E402
 from ppe.replay.report import format_table  # noqa: E402

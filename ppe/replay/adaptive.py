@@ -21,15 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ppe.replay.experiment import (
-    Case,
-    CasePlan,
-    HostData,
-    ReplayConfig,
-    replanned,
-    rows_or_block,
-    run_specs,
-)
+from ppe.replay.cases import Case, CasePlan, HostData, rows_or_block, run_specs
+from ppe.replay.config import ReplayConfig, replanned
 from ppe.replay.planning import ReplanJob, ReplanOutcome
 from ppe.replay.simulate import RateBank, simulate
 

@@ -6,7 +6,9 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from ppe.replay.experiment import DEFAULT_STRATEGIES, ReplayConfig, run_experiment
+from ppe.replay.config import DEFAULT_STRATEGIES, ReplayConfig
+from ppe.replay.experiment import run_experiment
+from ppe.replay.report import format_table, write_report
 from ppe.traces import TraceFormatError, read_traces
 
 
@@ -139,8 +141,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ppe replay``; 0 on success, 2 on bad input."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    from ppe.replay.report import format_table, write_report
 
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     err = Console(stderr=True)

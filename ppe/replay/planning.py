@@ -12,7 +12,6 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,9 +24,8 @@ from ppe.pipeline import (
     plan,
     replan,
 )
-
-if TYPE_CHECKING:
-    from ppe.replay.experiment import Case, CasePlan, HostData, ReplayConfig, StrategyOutcome
+from ppe.replay.cases import Case, CasePlan, HostData, StrategyOutcome
+from ppe.replay.config import ReplayConfig, replanned
 
 
 def history_before(
@@ -69,8 +67,6 @@ def case_forecasts(case: Case, hosts: Sequence[HostData], config: ReplayConfig) 
 def plan_case(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> CasePlan:
     """Every strategy's plan for one case, and the first plan of each re-planning run
     (forecasts ``replan_every_s`` ahead); a failing strategy is recorded, not raised."""
-    from ppe.replay.experiment import CasePlan, replanned
-
     t0 = time.perf_counter()
     metas = case_hosts(case, hosts)
     fc = case_forecasts(case, hosts, config)
@@ -171,8 +167,6 @@ def _params(config: ReplayConfig, iterations: int) -> dict[str, int]:
 
 def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
     """A plan as replay records it."""
-    from ppe.replay.experiment import StrategyOutcome
-
     lo, hi = res.makespan.interval(config.confidence)
     return StrategyOutcome(
         rows=res.allocation(),
@@ -186,6 +180,4 @@ def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
 
 
 def _failed(exc: Exception, hosts: int) -> StrategyOutcome:
-    from ppe.replay.experiment import StrategyOutcome
-
     return StrategyOutcome(rows=[0] * hosts, error=f"{type(exc).__name__}: {exc}")

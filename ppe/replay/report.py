@@ -21,14 +21,13 @@ import html
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ppe.replay.experiment import Case, CasePlan, HostData, ReplayConfig
-    from ppe.replay.oracle import OracleResult
-
+from ppe.replay.cases import Case, CasePlan, HostData
+from ppe.replay.config import ReplayConfig
+from ppe.replay.oracle import OracleResult
 
 #: Relative slack when testing ``lo <= actual <= hi``: steady hosts give point-like
 #: predictions that the simulator reproduces up to float64 round-off (~1e-9).

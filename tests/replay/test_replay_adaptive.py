@@ -6,17 +6,11 @@ from __future__ import annotations
 import numpy as np
 
 from ppe.replay.adaptive import run_adaptive
-from ppe.replay.experiment import (
-    Case,
-    ReplayConfig,
-    StrategyOutcome,
-    Workers,
-    make_banks,
-    prepare_hosts,
-    run_specs,
-)
+from ppe.replay.cases import Case, StrategyOutcome, make_banks, prepare_hosts, run_specs
+from ppe.replay.config import ReplayConfig
 from ppe.replay.planning import ReplanOutcome, plan_case
 from ppe.replay.simulate import simulate
+from ppe.replay.workers import Workers
 from ppe.traces import Trace
 
 STEP = 300.0  # sensor period, s

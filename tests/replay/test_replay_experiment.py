@@ -11,20 +11,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppe.replay.cases import draw_cases, eligible, make_banks, prepare_hosts, run_specs
 from ppe.replay.cli import main
-from ppe.replay.experiment import (
-    ReplayConfig,
-    draw_cases,
-    eligible,
-    make_banks,
-    prepare_hosts,
-    run_experiment,
-    run_replay,
-    run_specs,
-)
+from ppe.replay.config import ReplayConfig
+from ppe.replay.experiment import run_experiment, run_replay
 from ppe.replay.planning import plan_case
 from ppe.replay.report import render_html
 from ppe.replay.simulate import simulate
+from ppe.replay.workers import _chunk_from_paths
 from ppe.traces import read_traces
 
 TRACES = Path("/work/shared/traces/bitbrains-rnd-2013-7")
@@ -246,8 +240,6 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
 
 def test_the_dask_task_plans_like_the_local_path(traces) -> None:
     # dask itself is optional (not installed here); the task it ships must still be right
-    from ppe.replay.experiment import _chunk_from_paths
-
     config = _small(strategies=("mean",), starts=2)
     hosts = prepare_hosts(traces, config)
     cases = draw_cases(hosts, config)
