@@ -23,16 +23,22 @@ from ppe.traces import AVAILABILITY_FLOOR, Trace
 
 @dataclass(frozen=True)
 class HostData:
-    """One trace prepared for replay: forecasting history, simulation rates, checks."""
+    """One trace prepared for replay: what the pipeline may see, what the simulator runs on,
+    and what decides whether the host can be offered at a start."""
 
     name: str
-    benchmark: float
-    hist_t: np.ndarray  # live samples: what sensors would have sent
-    hist_a: np.ndarray
-    sim_a: np.ndarray  # all samples, dead ones at the floor (a switched-off host computes nothing)
-    all_t: np.ndarray
-    dead_t: np.ndarray
-    bw_v: np.ndarray | None = None  # link bandwidth left by the host's own traffic, bytes/s
+    benchmark: float  # dedicated seconds per element update
+    #: live samples only, what the host's sensor would have sent (a dead VM sends nothing)
+    history_times: np.ndarray
+    history_availability: np.ndarray
+    #: every sample's time; ``sim_availability`` and ``bandwidth`` are given at these
+    times: np.ndarray
+    #: availability the simulator runs on: dead samples at the floor (a switched-off host
+    #: computes nothing)
+    sim_availability: np.ndarray
+    dead_times: np.ndarray  # times of the dead samples
+    #: link bandwidth left by the host's own recorded traffic, bytes/s (``--bandwidth-from-trace``)
+    bandwidth: np.ndarray | None = None
 
 
 def host_benchmark(name: str, config: ReplayConfig) -> float:
@@ -65,12 +71,12 @@ def prepare_hosts(traces: Sequence[Trace], config: ReplayConfig) -> list[HostDat
             HostData(
                 name=tr.name,
                 benchmark=host_benchmark(tr.name, config),
-                hist_t=tr.timestamps[live],
-                hist_a=tr.availability[live],
-                sim_a=np.where(tr.dead, AVAILABILITY_FLOOR, tr.availability),
-                all_t=tr.timestamps,
-                dead_t=tr.timestamps[tr.dead],
-                bw_v=bw,
+                history_times=tr.timestamps[live],
+                history_availability=tr.availability[live],
+                sim_availability=np.where(tr.dead, AVAILABILITY_FLOOR, tr.availability),
+                times=tr.timestamps,
+                dead_times=tr.timestamps[tr.dead],
+                bandwidth=bw,
             )
         )
     return out
@@ -91,22 +97,22 @@ class Case:
 
 def eligible(host: HostData, start: float, config: ReplayConfig) -> bool:
     """May this host be used for a run starting at ``start``? (see module docstring)"""
-    i = int(np.searchsorted(host.hist_t, start, side="left"))
-    if i == 0 or host.hist_t[i - 1] < start - config.max_gap_s:
+    i = int(np.searchsorted(host.history_times, start, side="left"))
+    if i == 0 or host.history_times[i - 1] < start - config.max_gap_s:
         return False
-    if host.hist_t[i - 1] - host.hist_t[0] < config.min_history_s:
+    if host.history_times[i - 1] - host.history_times[0] < config.min_history_s:
         return False
-    j = int(np.searchsorted(host.all_t, start, side="left"))
-    if j == 0 or j >= host.all_t.size:
+    j = int(np.searchsorted(host.times, start, side="left"))
+    if j == 0 or j >= host.times.size:
         return False
-    if host.all_t[-1] < start + config.window_s:
+    if host.times[-1] < start + config.window_s:
         return False
-    k = int(np.searchsorted(host.all_t, start + config.window_s, side="right"))
-    window = host.all_t[j - 1 : k + 1]
+    k = int(np.searchsorted(host.times, start + config.window_s, side="right"))
+    window = host.times[j - 1 : k + 1]
     if np.diff(window).max(initial=0.0) > config.max_gap_s:
         return False
-    d0 = int(np.searchsorted(host.dead_t, start, side="left"))
-    return not (d0 < host.dead_t.size and host.dead_t[d0] <= start + config.window_s)
+    d0 = int(np.searchsorted(host.dead_times, start, side="left"))
+    return not (d0 < host.dead_times.size and host.dead_times[d0] <= start + config.window_s)
 
 
 def draw_cases(hosts: Sequence[HostData], config: ReplayConfig) -> list[Case]:
@@ -114,8 +120,8 @@ def draw_cases(hosts: Sequence[HostData], config: ReplayConfig) -> list[Case]:
     if len(hosts) < config.hosts:
         raise ValueError(f"{config.hosts} hosts per run but only {len(hosts)} traces given")
     rng = np.random.default_rng([config.seed, 1])
-    lo = min(float(h.all_t[0]) for h in hosts) + config.min_history_s
-    hi = max(float(h.all_t[-1]) for h in hosts) - config.window_s
+    lo = min(float(h.times[0]) for h in hosts) + config.min_history_s
+    hi = max(float(h.times[-1]) for h in hosts) - config.window_s
     if hi <= lo:
         raise ValueError("traces are too short for the history and run window asked for")
     cases: list[Case] = []
@@ -168,8 +174,8 @@ class CasePlan:
 
 def make_banks(hosts: Sequence[HostData]) -> tuple[RateBank, RateBank | None]:
     """The simulator's CPU bank, and a bandwidth bank when links come from the traces."""
-    bank = RateBank([(h.all_t, h.sim_a) for h in hosts])
-    links = [(h.all_t, h.bw_v) for h in hosts if h.bw_v is not None]
+    bank = RateBank([(h.times, h.sim_availability) for h in hosts])
+    links = [(h.times, h.bandwidth) for h in hosts if h.bandwidth is not None]
     return bank, (RateBank(links) if len(links) == len(hosts) else None)
 
 

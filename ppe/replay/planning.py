@@ -44,11 +44,16 @@ def case_histories(
     out = {}
     for i in case.hosts:
         h = hosts[i]
-        ts, cpu = history_before(h.hist_t, h.hist_a, case.start, config.history_s)
+        ts, cpu = history_before(
+            h.history_times, h.history_availability, case.start, config.history_s
+        )
         bw = None
-        if h.bw_v is not None:
+        if h.bandwidth is not None:
             _, bw = history_before(
-                h.hist_t, h.bw_v[~np.isin(h.all_t, h.dead_t)], case.start, config.history_s
+                h.history_times,
+                h.bandwidth[~np.isin(h.times, h.dead_times)],
+                case.start,
+                config.history_s,
             )
         out[h.name] = SeriesHistory(ts, cpu, None, bw)
     return out
