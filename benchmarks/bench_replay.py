@@ -72,18 +72,18 @@ def main() -> None:
             print(f"  {s:<18} {per * 1e3:7.1f} ms  (incl. the case's forecasts)")
 
     bank, _ = make_banks(hosts)
-    rows = [[config.n // config.hosts] * config.hosts for _ in cases]
+    rows = [[config.sim.n // config.hosts] * config.hosts for _ in cases]
     specs = run_specs(cases, hosts, rows, False)
     t = time.perf_counter()
-    res = simulate(bank, specs, config.sim_config())
+    res = simulate(bank, specs, config.sim)
     dt = time.perf_counter() - t
     print(
-        f"\nsimulator: {len(specs)} runs x {config.iterations} iterations x {config.hosts} hosts "
+        f"\nsimulator: {len(specs)} runs x {config.sim.iterations} iterations x {config.hosts} hosts "
         f"in {dt:.3f} s = {len(specs) / dt:.0f} runs/s "
-        f"({len(specs) * config.iterations / dt:.2e} host-set iterations/s, {res.steps} steps)"
+        f"({len(specs) * config.sim.iterations / dt:.2e} host-set iterations/s, {res.steps} steps)"
     )
     t = time.perf_counter()
-    oracle(bank, specs, config.sim_config(), config.n)
+    oracle(bank, specs, config.sim, config.sim.n)
     print(f"oracle search for {len(specs)} cases: {time.perf_counter() - t:.2f} s")
 
     print(

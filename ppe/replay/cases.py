@@ -64,7 +64,7 @@ def prepare_hosts(traces: Sequence[Trace], config: ReplayConfig) -> list[HostDat
             raise ValueError(f"two traces are both named {tr.name!r}; host names must be unique")
         seen.add(tr.name)
         live = ~tr.dead
-        bw = link_bandwidth(tr, config.bandwidth) if config.bandwidth_from_trace else None
+        bw = link_bandwidth(tr, config.sim.bandwidth) if config.bandwidth_from_trace else None
         if config.bandwidth_from_trace and bw is None:
             raise ValueError(f"trace {tr.name!r} has no network columns for --bandwidth-from-trace")
         out.append(
@@ -199,5 +199,5 @@ def rows_or_block(outcome: StrategyOutcome, case: Case, config: ReplayConfig) ->
     if outcome.error is None:
         return outcome.rows
     k = len(case.hosts)
-    base, extra = divmod(config.n, k)
+    base, extra = divmod(config.sim.n, k)
     return [base + (1 if i < extra else 0) for i in range(k)]

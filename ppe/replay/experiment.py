@@ -41,7 +41,6 @@ def run_experiment(
     hosts = prepare_hosts(traces, config)
     cases = draw_cases(hosts, config)
     bank, net_bank = make_banks(hosts)
-    sim_cfg = config.sim_config()
     actual: dict[str, np.ndarray] = {}
     with Workers(hosts, config) as workers:
         plans: list[CasePlan] = workers.map("plan", cases, progress)
@@ -56,9 +55,9 @@ def run_experiment(
     ]
     for s, rows in zip(config.strategies, cands, strict=True):
         specs = run_specs(cases, hosts, rows, net_bank is not None)
-        actual[s] = simulate(bank, specs, sim_cfg, net_bank).makespan
+        actual[s] = simulate(bank, specs, config.sim, net_bank).makespan
     base = run_specs(cases, hosts, [[0] * config.hosts for _ in cases], net_bank is not None)
-    orc = oracle(bank, base, sim_cfg, config.n, net_bank, candidates=cands)
+    orc = oracle(bank, base, config.sim, config.sim.n, net_bank, candidates=cands)
     timing = {
         "plan_s": t_plan,
         "total_s": time.perf_counter() - t0,
@@ -74,10 +73,10 @@ def run_replay(
 ) -> dict[str, Any]:
     """Entry point for ``ppe replay`` and the service's replay jobs.
 
-    ``config`` is a :class:`ReplayConfig` or its dict form (``traces``: files or
+    ``config`` is a :class:`ReplayConfig` or its flat form (``traces``: files or
     directories); ``progress(done, total)`` is called as cases are planned.
     """
-    cfg = config if isinstance(config, ReplayConfig) else ReplayConfig.from_dict(config)
+    cfg = config if isinstance(config, ReplayConfig) else ReplayConfig.from_flat(config)
     if not cfg.traces:
         raise ValueError("no traces given")
     return run_experiment(read_traces(cfg.traces), cfg, progress)

@@ -63,8 +63,8 @@ def case_forecasts(case: Case, hosts: Sequence[HostData], config: ReplayConfig) 
     return HistoryForecasts(
         case_histories(case, hosts, config),
         case.start,
-        bandwidth=config.bandwidth,
-        latency=config.latency,
+        bandwidth=config.sim.bandwidth,
+        latency=config.sim.latency,
         method=config.inputs,
     )
 
@@ -78,15 +78,15 @@ def plan_case(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> Ca
     result = CasePlan(index=case.index)
     result.multimode = {m.name: fc.mode(m.name)[0] for m in metas}
     opts = plan_options(case, config)
-    ahead = replace(opts, replan_every_s=config.replan_every_s)
+    ahead = replace(opts, replan_every_s=config.replan_policy.every_s)
     for name, strategy, options in [
         *((s, s, opts) for s in config.strategies),
         *((replanned(s), s, ahead) for s in config.replan),
     ]:
         try:
             res = plan(
-                config.app,
-                _params(config, config.iterations),
+                config.sim.app,
+                _params(config, config.sim.iterations),
                 metas,
                 fc,
                 strategy,
@@ -131,18 +131,18 @@ def replan_case(job: ReplanJob, hosts: Sequence[HostData], config: ReplayConfig)
     fc = case_forecasts(case, hosts, config)
     try:
         r = replan(
-            config.app,
+            config.sim.app,
             _params(config, job.left),
             metas,
             fc,
             job.strategy,
             {m.name: rows for m, rows in zip(metas, job.rows, strict=True)},
-            config.policy(),
+            config.replan_policy,
             plan_options(case, config),
             fc.dependence,
-            row_bytes=config.sim_config().message_bytes(),
-            bandwidth=config.bandwidth,
-            latency=config.latency,
+            row_bytes=config.sim.message_bytes(),
+            bandwidth=config.sim.bandwidth,
+            latency=config.sim.latency,
         )
     except Exception as exc:  # noqa: BLE001 - a failed re-plan keeps the run going as it is
         return ReplanOutcome(_failed(exc, len(metas)))
@@ -156,23 +156,17 @@ def case_hosts(case: Case, hosts: Sequence[HostData]) -> list[HostMeta]:
 
 
 def plan_options(case: Case, config: ReplayConfig) -> PlanOptions:
-    return PlanOptions(
-        confidence=config.confidence,
-        k=config.k,
-        quantile=config.quantile,
-        schedule_samples=config.schedule_samples,
-        predict_samples=config.predict_samples,
-        seed=case.seed,
-    )
+    """The replay's plan options with the case's own seed."""
+    return replace(config.plan, seed=case.seed)
 
 
 def _params(config: ReplayConfig, iterations: int) -> dict[str, int]:
-    return {"n": config.n, "iterations": iterations}
+    return {"n": config.sim.n, "iterations": iterations}
 
 
 def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
     """A plan as replay records it."""
-    lo, hi = res.makespan.interval(config.confidence)
+    lo, hi = res.makespan.interval(config.plan.confidence)
     return StrategyOutcome(
         rows=res.allocation(),
         mean=float(res.makespan.mean()),

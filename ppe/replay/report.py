@@ -116,7 +116,7 @@ def build_report(
                 ok[mask],
                 bal[mask],
             )
-    cfg = config.to_dict()
+    cfg = config.to_flat()
     cfg.update(
         {
             "traces_used": len(hosts),
@@ -170,7 +170,7 @@ def _runs(
                         "mean": _num(o.mean),
                         "std": _num(o.std),
                         "interval": [_num(o.lo), _num(o.hi)],
-                        "confidence": config.confidence,
+                        "confidence": config.plan.confidence,
                     },
                     "actual": float(actual[s][i]),
                     "oracle": float(oracle.makespan[i]),

@@ -77,9 +77,9 @@ class ReplayRunner:
     def submit(self, config: dict[str, Any], uploads: Path | None = None) -> int:
         """Queue a job; ``uploads`` (its traces' folder) is deleted once the job has ended."""
         try:
-            cfg = ReplayConfig.from_dict(config)  # validate now: a bad job is a 422, not a failure
+            cfg = ReplayConfig.from_flat(config)  # validate now: a bad job is a 422, not a failure
             with session_scope(self.sessions) as s:
-                job = ReplayJob(status="queued", config=cfg.to_dict(), total=cfg.starts)
+                job = ReplayJob(status="queued", config=cfg.to_flat(), total=cfg.starts)
                 s.add(job)
                 s.flush()
                 job_id = job.id

@@ -47,7 +47,7 @@ def _small(**kw) -> ReplayConfig:
         seed=3,
     )
     base.update(kw)
-    return ReplayConfig(**base)
+    return ReplayConfig.from_flat(base)
 
 
 def test_future_values_never_change_a_start_s_plans(traces) -> None:
@@ -124,7 +124,7 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
         assert 0.0 <= st["coverage"] <= 1.0 and st["mae_rel"] >= 0.0
     for run in report["runs"]:
         assert set(run) >= {"start", "hosts", "strategy", "rows", "predicted", "actual"}
-        assert sum(run["rows"]) == config.n and len(run["hosts"]) == 3
+        assert sum(run["rows"]) == config.sim.n and len(run["hosts"]) == 3
         lo, hi = run["predicted"]["interval"]
         # (a heavy right tail may put the mean above the interval: not checked)
         assert 0 < lo <= hi and run["predicted"]["mean"] > 0
@@ -224,7 +224,7 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
     report = run_experiment(traces, config)
     assert all(math.isfinite(r["actual"]) for r in report["runs"])
     # a tenth of the link: the same schedules take longer (their halo exchanges do)
-    slow_config = dataclasses.replace(config, bandwidth=2e4)
+    slow_config = dataclasses.replace(config, sim=dataclasses.replace(config.sim, bandwidth=2e4))
     cases = draw_cases(prepare_hosts(traces, config), config)
     rows = [r["rows"] for r in report["runs"] if r["strategy"] == "mean"]
     times = []
@@ -232,9 +232,7 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
         hosts = prepare_hosts(traces, cfg)
         bank, net = make_banks(hosts)
         assert net is not None
-        times.append(
-            simulate(bank, run_specs(cases, hosts, rows, True), cfg.sim_config(), net).makespan
-        )
+        times.append(simulate(bank, run_specs(cases, hosts, rows, True), cfg.sim, net).makespan)
     assert np.all(times[1] > times[0])
 
 
