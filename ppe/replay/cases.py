@@ -96,7 +96,7 @@ class Case:
 
 
 def eligible(host: HostData, start: float, config: ReplayConfig) -> bool:
-    """May this host be used for a run starting at ``start``? (see module docstring)"""
+    """May this host be used for a run starting at ``start``? (README: which hosts a run may use)"""
     i = int(np.searchsorted(host.history_times, start, side="left"))
     if i == 0 or host.history_times[i - 1] < start - config.max_gap_s:
         return False
