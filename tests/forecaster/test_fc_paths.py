@@ -50,7 +50,7 @@ def test_online_equals_batch(traces: dict[str, Trace], name: str, cfg: Forecaste
 
 
 def test_from_history_rebuilds_state(traces: dict[str, Trace]) -> None:
-    trace = traces["43"]
+    trace = traces["41"]
     ts, x = trace.timestamps[:800], trace.availability[:800]
     rebuilt = SeriesForecaster.from_history(ts[:500], x[:500])
     live = SeriesForecaster.from_history(ts[:500], x[:500])

@@ -21,10 +21,9 @@ from ppe.replay.simulate import simulate
 from ppe.replay.workers import _chunk_from_paths
 from ppe.traces import read_traces
 
-TRACES = Path("/work/shared/traces/bitbrains-rnd-2013-7")
-FILES = [TRACES / f"{n}.csv.gz" for n in ("1", "41", "65", "198", "233", "392")]
+from ..conftest import TRACES_DIR
 
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not available")
+FILES = [TRACES_DIR / f"{n}.csv.gz" for n in ("1", "41", "65", "198", "233", "392")]
 
 
 @pytest.fixture(scope="module")
