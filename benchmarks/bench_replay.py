@@ -52,9 +52,7 @@ def main() -> None:
     cases = draw_cases(hosts, config)
 
     print(f"\nplanning, one process, {args.sample} cases per strategy (CPU s per schedule):")
-    import forecaster  # noqa: F401  (load sklearn before limiting its threads)
-
-    with threadpool_limits(1):
+    with threadpool_limits(1):  # (sklearn is loaded: ppe.replay.planning imports it)
         # first pass warms caches and imports; "+replan": block plus the first plan of a
         # re-planning run (forecasts to its first check only)
         for s in ("mean", *config.strategies, *(f"{r}+replan" for r in config.replan)):
