@@ -110,7 +110,7 @@ def trace_forecasts(count: int) -> Callable[[float | None], Mapping[str, Any]] |
     import forecaster
     from ppe.core import from_components
     from ppe.pipeline import HostForecasts
-    from ppe.replay.traces import read_traces
+    from ppe.traces import read_traces
 
     traces = read_traces([TRACES])
     hist = []

@@ -24,7 +24,7 @@ from threadpoolctl import threadpool_limits
 
 from forecaster import SeriesForecaster, batch_forecasts, member_names
 from forecaster.config import DEFAULT_CONFIG
-from ppe.replay.traces import read_traces
+from ppe.traces import read_traces
 
 DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "traces" / "bitbrains-rnd-2013-7"
 

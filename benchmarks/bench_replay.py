@@ -21,19 +21,14 @@ sys.path.insert(0, str(ROOT))
 
 from threadpoolctl import threadpool_limits  # noqa: E402
 
-from ppe.replay.experiment import (  # noqa: E402
-    ReplayConfig,
-    draw_cases,
-    make_banks,
-    prepare_hosts,
-    run_experiment,
-    run_specs,
-)
+from ppe.replay.cases import draw_cases, make_banks, prepare_hosts, run_specs  # noqa: E402
+from ppe.replay.config import ReplayConfig  # noqa: E402
+from ppe.replay.experiment import run_experiment  # noqa: E402
 from ppe.replay.oracle import oracle  # noqa: E402
 from ppe.replay.planning import plan_case  # noqa: E402
 from ppe.replay.report import format_table  # noqa: E402
 from ppe.replay.simulate import simulate  # noqa: E402
-from ppe.replay.traces import read_traces  # noqa: E402
+from ppe.traces import read_traces  # noqa: E402
 
 TRACES = "/work/shared/traces/bitbrains-rnd-2013-7"
 
@@ -57,9 +52,7 @@ def main() -> None:
     cases = draw_cases(hosts, config)
 
     print(f"\nplanning, one process, {args.sample} cases per strategy (CPU s per schedule):")
-    import forecaster  # noqa: F401  (load sklearn before limiting its threads)
-
-    with threadpool_limits(1):
+    with threadpool_limits(1):  # (sklearn is loaded: ppe.replay.planning imports it)
         # first pass warms caches and imports; "+replan": block plus the first plan of a
         # re-planning run (forecasts to its first check only)
         for s in ("mean", *config.strategies, *(f"{r}+replan" for r in config.replan)):
@@ -77,18 +70,18 @@ def main() -> None:
             print(f"  {s:<18} {per * 1e3:7.1f} ms  (incl. the case's forecasts)")
 
     bank, _ = make_banks(hosts)
-    rows = [[config.n // config.hosts] * config.hosts for _ in cases]
+    rows = [[config.sim.n // config.hosts] * config.hosts for _ in cases]
     specs = run_specs(cases, hosts, rows, False)
     t = time.perf_counter()
-    res = simulate(bank, specs, config.sim_config())
+    res = simulate(bank, specs, config.sim)
     dt = time.perf_counter() - t
     print(
-        f"\nsimulator: {len(specs)} runs x {config.iterations} iterations x {config.hosts} hosts "
+        f"\nsimulator: {len(specs)} runs x {config.sim.iterations} iterations x {config.hosts} hosts "
         f"in {dt:.3f} s = {len(specs) / dt:.0f} runs/s "
-        f"({len(specs) * config.iterations / dt:.2e} host-set iterations/s, {res.steps} steps)"
+        f"({len(specs) * config.sim.iterations / dt:.2e} host-set iterations/s, {res.steps} steps)"
     )
     t = time.perf_counter()
-    oracle(bank, specs, config.sim_config(), config.n)
+    oracle(bank, specs, config.sim, config.sim.n)
     print(f"oracle search for {len(specs)} cases: {time.perf_counter() - t:.2f} s")
 
     print(

@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces" / "bitbrains-rnd-2013-7"
 sys.path.insert(0, str(ROOT))
 
-from ppe.replay.traces import read_traces  # noqa: E402
+from ppe.traces import read_traces  # noqa: E402
 
 
 class Load:

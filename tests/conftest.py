@@ -10,10 +10,32 @@ import pytest
 import sqlalchemy
 
 from ppe.service.store.db import make_engine, normalize_url
+from ppe.traces import trace_files, trace_name
 
 ROOT = Path(__file__).resolve().parents[1]
-TRACES_DIR = ROOT.parent / "shared" / "traces" / "bitbrains-rnd-2013-7"
+SHARED_TRACES = ROOT.parent / "shared" / "traces" / "bitbrains-rnd-2013-7"
+SAMPLE_TRACES = ROOT / "tests" / "data" / "bitbrains-sample"
+TRACES_ENV = "PPE_TEST_TRACES_DIR"
 POSTGRES_ENV = "PPE_TEST_POSTGRES_URL"
+
+
+def real_traces_dir() -> Path:
+    """The real traces tests read: ``$PPE_TEST_TRACES_DIR``, else the full shared set when it
+    is there, else the sample kept in the repository (tests/data/bitbrains-sample/README.md)."""
+    if os.environ.get(TRACES_ENV):
+        return Path(os.environ[TRACES_ENV]).resolve()
+    return SHARED_TRACES if SHARED_TRACES.is_dir() else SAMPLE_TRACES
+
+
+TRACES_DIR = real_traces_dir()
+#: Trace names in TRACES_DIR ("41" for 41.csv.gz), for tests that pick traces by name.
+TRACE_NAMES = (
+    frozenset(trace_name(p) for p in trace_files(TRACES_DIR))
+    if TRACES_DIR.is_dir()
+    else frozenset()
+)
+#: The full set of 59 VMs: tests that pool every trace pin figures measured on it.
+FULL_TRACE_SET = len(TRACE_NAMES) == 59
 
 
 def postgres_url() -> str | None:
@@ -50,8 +72,9 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
 
 @pytest.fixture(scope="session")
 def traces_dir() -> Path:
+    """Directory of real traces (see :func:`real_traces_dir`); never skipped."""
     if not TRACES_DIR.is_dir():
-        pytest.skip(f"real traces not found at {TRACES_DIR}")
+        pytest.fail(f"real traces not found at {TRACES_DIR} (check ${TRACES_ENV})")
     return TRACES_DIR
 
 

@@ -12,7 +12,7 @@ from the samples before it only, by
 
 and scored by MAE and RMSE; the adaptive forecaster's 95 % interval by its empirical coverage.
 Dead stretches (0 cores, 0 MHz) are dropped unless ``--keep-dead``: a switched-off VM sends no
-measurements (see :class:`ppe.replay.traces.Trace`). Overall figures pool every scored sample.
+measurements (see :class:`ppe.traces.Trace`). Overall figures pool every scored sample.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from ppe.evaluation.baselines import (
     baseline_forecasts,
     fitter,
 )
-from ppe.replay.traces import TraceFormatError, expand_paths, read_trace
+from ppe.traces import TraceFormatError, expand_paths, read_trace
 
 #: Other selection rules reported next to the adaptive default: (selection, error) pairs.
 SELECTORS: dict[str, tuple[Selection, ErrorKind]] = {

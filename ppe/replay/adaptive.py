@@ -21,15 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from ppe.replay.experiment import (
-    Case,
-    CasePlan,
-    HostData,
-    ReplayConfig,
-    replanned,
-    rows_or_block,
-    run_specs,
-)
+from ppe.replay.cases import Case, CasePlan, HostData, rows_or_block, run_specs
+from ppe.replay.config import ReplayConfig, replanned
 from ppe.replay.planning import ReplanJob, ReplanOutcome
 from ppe.replay.simulate import RateBank, simulate
 
@@ -49,16 +42,15 @@ def run_adaptive(
     ``plans[i].outcomes[replanned(strategy)].replans`` records what happened at each
     re-plan (time, iterations left, verdict, rows)."""
     bank, net_bank = banks
-    policy = config.policy()
-    sim_cfg = config.sim_config()
+    policy = config.replan_policy
     name = replanned(strategy)
     starts = np.array([c.start for c in cases], dtype=float)
     t = starts.copy()
-    left = np.full(len(cases), config.iterations, dtype=np.int64)
+    left = np.full(len(cases), config.sim.iterations, dtype=np.int64)
     rows = [rows_or_block(p.outcomes[name], c, config) for p, c in zip(plans, cases, strict=True)]
     since_t = t.copy()  # when the current plan was made
     since_done = np.zeros(len(cases), dtype=np.int64)  # iterations done under it
-    pace = np.array([_pace(p.outcomes[name].mean, config.iterations) for p in plans])
+    pace = np.array([_pace(p.outcomes[name].mean, config.sim.iterations) for p in plans])
     while True:
         live = np.flatnonzero(left > 0)
         if live.size == 0:
@@ -71,7 +63,7 @@ def run_adaptive(
             replace(s, start=float(t[i]), iterations=int(left[i]))
             for i, s in zip(idx, base, strict=True)
         ]
-        res = simulate(bank, specs, sim_cfg, net_bank, until=t[live] + policy.every_s)
+        res = simulate(bank, specs, config.sim, net_bank, until=t[live] + policy.every_s)
         assert res.done is not None
         t[live] += res.makespan
         left[live] -= res.done

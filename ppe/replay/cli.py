@@ -5,96 +5,102 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from typing import Any
 
-from ppe.replay.experiment import DEFAULT_STRATEGIES, ReplayConfig, run_experiment
-from ppe.replay.traces import TraceFormatError, read_traces
+from ppe.replay.config import APPS, ReplayConfig
+from ppe.replay.experiment import run_experiment
+from ppe.replay.report import format_table, write_report
+from ppe.traces import TraceFormatError, read_traces
+
+
+def _names(text: str) -> tuple[str, ...]:
+    return tuple(s.strip() for s in text.split(",") if s.strip())
+
+
+def _seconds_or_all(text: str) -> float | None:
+    seconds = float(text)
+    return seconds if seconds > 0 else None
+
+
+#: The flat settings (``ReplayConfig.to_flat`` keys) offered as flags, with their argparse
+#: options. The flag is derived from the key (:func:`flag`) and the default comes from
+#: ReplayConfig, i.e. from each setting's owner, so neither is written twice.
+FLAGS: dict[str, dict[str, Any]] = {
+    "app": {"choices": APPS},
+    "n": {"type": int, "help": "grid side (rows to distribute)"},
+    "iterations": {"type": int},
+    "hosts": {"type": int, "help": "hosts per run"},
+    "starts": {"type": int, "help": "start times (one host set each)"},
+    "strategies": {"type": _names, "help": "comma-separated strategies"},
+    "replan": {
+        "type": _names,
+        "help": "strategies also run as an application that re-plans when behind "
+        "(reported as <strategy>+replan; '' for none)",
+    },
+    "replan_every_s": {
+        "type": float,
+        "help": "seconds between a re-planning run's progress checks",
+    },
+    "replan_lag": {
+        "type": float,
+        "help": "re-plan when slower than this times the predicted pace",
+    },
+    "replan_gain": {
+        "type": float,
+        "help": "move strips only if predicted this share faster, migration included",
+    },
+    "bandwidth": {"type": float, "help": "link bandwidth, bytes/s"},
+    "bandwidth_from_trace": {
+        "action": "store_true",
+        "help": "link bandwidth = --bandwidth minus the host's recorded traffic",
+    },
+    "latency": {"type": float, "help": "per-message latency, s"},
+    "benchmark": {"type": float, "help": "dedicated seconds per element update (median host)"},
+    "benchmark_spread": {
+        "type": float,
+        "help": "log-normal spread of host speeds (0 = identical hosts)",
+    },
+    "confidence": {"type": float},
+    "k": {"type": float, "help": "conservative strategy's k"},
+    "seed": {"type": int},
+    "workers": {"type": int, "help": "processes (0 = all cores)"},
+    "executor": {"choices": ["process", "serial", "dask"]},
+    "scheduler_address": {"help": "Dask scheduler, tcp://host:8786"},
+    "window_s": {
+        "type": float,
+        "help": "seconds after a start that hosts must be recorded without long gaps",
+    },
+    "max_gap_s": {"type": float},
+    "min_history_s": {"type": float},
+    "history_s": {
+        "type": _seconds_or_all,
+        "help": "seconds of history given to the forecaster (0 = all)",
+    },
+    "inputs": {
+        "choices": ["analog", "forecaster"],
+        "help": "how the pipeline builds CPU inputs (see ppe/replay/README.md)",
+    },
+}
+
+
+def flag(key: str) -> str:
+    """A flat key's flag: ``replan_every_s`` -> ``--replan-every`` (units stay in the help)."""
+    return "--" + key.removesuffix("_s").replace("_", "-")
 
 
 def build_parser() -> argparse.ArgumentParser:
-    d = ReplayConfig()
+    defaults = ReplayConfig().to_flat()
     p = argparse.ArgumentParser(
         prog="ppe replay",
         description="Replay load traces (files or directories) through forecaster, models and "
         "scheduler; simulate each schedule on the actual trace; report per strategy.",
     )
     p.add_argument("traces", nargs="+", help="trace files or directories of trace files")
-    p.add_argument("--app", default=d.app, choices=["sor", "jacobi2d"])
-    p.add_argument("--n", type=int, default=d.n, help="grid side (rows to distribute)")
-    p.add_argument("--iterations", type=int, default=d.iterations)
-    p.add_argument("--hosts", type=int, default=d.hosts, help="hosts per run")
-    p.add_argument("--starts", type=int, default=d.starts, help="start times (one host set each)")
-    p.add_argument(
-        "--strategies", default=",".join(DEFAULT_STRATEGIES), help="comma-separated strategies"
-    )
-    p.add_argument(
-        "--replan",
-        default=",".join(d.replan),
-        help="strategies also run as an application that re-plans when behind "
-        "(reported as <strategy>+replan; '' for none)",
-    )
-    p.add_argument(
-        "--replan-every",
-        type=float,
-        default=d.replan_every_s,
-        help="seconds between a re-planning run's progress checks",
-    )
-    p.add_argument(
-        "--replan-lag",
-        type=float,
-        default=d.replan_lag,
-        help="re-plan when slower than this times the predicted pace",
-    )
-    p.add_argument(
-        "--replan-gain",
-        type=float,
-        default=d.replan_gain,
-        help="move strips only if predicted this share faster, migration included",
-    )
-    p.add_argument("--bandwidth", type=float, default=d.bandwidth, help="link bandwidth, bytes/s")
-    p.add_argument(
-        "--bandwidth-from-trace",
-        action="store_true",
-        help="link bandwidth = --bandwidth minus the host's recorded traffic",
-    )
-    p.add_argument("--latency", type=float, default=d.latency, help="per-message latency, s")
-    p.add_argument(
-        "--benchmark",
-        type=float,
-        default=d.benchmark,
-        help="dedicated seconds per element update (median host)",
-    )
-    p.add_argument(
-        "--benchmark-spread",
-        type=float,
-        default=d.benchmark_spread,
-        help="log-normal spread of host speeds (0 = identical hosts)",
-    )
-    p.add_argument("--confidence", type=float, default=d.confidence)
-    p.add_argument("--k", type=float, default=d.k, help="conservative strategy's k")
-    p.add_argument("--seed", type=int, default=d.seed)
-    p.add_argument("--workers", type=int, default=d.workers, help="processes (0 = all cores)")
-    p.add_argument("--executor", default=d.executor, choices=["process", "serial", "dask"])
-    p.add_argument("--scheduler-address", default=None, help="Dask scheduler, tcp://host:8786")
-    p.add_argument(
-        "--window",
-        type=float,
-        default=d.window_s,
-        help="seconds after a start that hosts must be recorded without long gaps",
-    )
-    p.add_argument("--max-gap", type=float, default=d.max_gap_s)
-    p.add_argument("--min-history", type=float, default=d.min_history_s)
-    p.add_argument(
-        "--history",
-        type=float,
-        default=d.history_s,
-        help="seconds of history given to the forecaster (0 = all)",
-    )
-    p.add_argument(
-        "--inputs",
-        default=d.inputs,
-        choices=["analog", "forecaster"],
-        help="how the pipeline builds CPU inputs (see ppe/replay/README.md)",
-    )
+    for key, options in FLAGS.items():
+        name = flag(key)
+        if not {"choices", "action"} & set(options):  # the metavar argparse would derive
+            options = {"metavar": name[2:].replace("-", "_").upper(), **options}
+        p.add_argument(name, dest=key, default=defaults[key], **options)
     p.add_argument("--no-runs", action="store_true", help="leave per-run records out of the JSON")
     p.add_argument("--out", default=None, help="JSON report path")
     p.add_argument("--html", default=None, help="HTML report path")
@@ -103,35 +109,12 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> ReplayConfig:
-    return ReplayConfig(
-        traces=tuple(args.traces),
-        app=args.app,
-        n=args.n,
-        iterations=args.iterations,
-        hosts=args.hosts,
-        starts=args.starts,
-        strategies=tuple(s.strip() for s in args.strategies.split(",") if s.strip()),
-        replan=tuple(s.strip() for s in args.replan.split(",") if s.strip()),
-        replan_every_s=args.replan_every,
-        replan_lag=args.replan_lag,
-        replan_gain=args.replan_gain,
-        bandwidth=args.bandwidth,
-        bandwidth_from_trace=args.bandwidth_from_trace,
-        latency=args.latency,
-        benchmark=args.benchmark,
-        benchmark_spread=args.benchmark_spread,
-        confidence=args.confidence,
-        k=args.k,
-        seed=args.seed,
-        workers=args.workers,
-        executor=args.executor,
-        scheduler_address=args.scheduler_address,
-        window_s=args.window,
-        max_gap_s=args.max_gap,
-        min_history_s=args.min_history,
-        history_s=args.history if args.history and args.history > 0 else None,
-        include_runs=not args.no_runs or bool(args.html),
-        inputs=args.inputs,
+    return ReplayConfig.from_flat(
+        {
+            "traces": args.traces,
+            **{key: getattr(args, key) for key in FLAGS},
+            "include_runs": not args.no_runs or bool(args.html),
+        }
     )
 
 
@@ -139,8 +122,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     """Run ``ppe replay``; 0 on success, 2 on bad input."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    from ppe.replay.report import format_table, write_report
 
     args = build_parser().parse_args(list(argv) if argv is not None else None)
     err = Console(stderr=True)

@@ -12,7 +12,6 @@ import math
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -25,9 +24,8 @@ from ppe.pipeline import (
     plan,
     replan,
 )
-
-if TYPE_CHECKING:
-    from ppe.replay.experiment import Case, CasePlan, HostData, ReplayConfig, StrategyOutcome
+from ppe.replay.cases import Case, CasePlan, HostData, StrategyOutcome
+from ppe.replay.config import ReplayConfig, replanned
 
 
 def history_before(
@@ -46,11 +44,16 @@ def case_histories(
     out = {}
     for i in case.hosts:
         h = hosts[i]
-        ts, cpu = history_before(h.hist_t, h.hist_a, case.start, config.history_s)
+        ts, cpu = history_before(
+            h.history_times, h.history_availability, case.start, config.history_s
+        )
         bw = None
-        if h.bw_v is not None:
+        if h.bandwidth is not None:
             _, bw = history_before(
-                h.hist_t, h.bw_v[~np.isin(h.all_t, h.dead_t)], case.start, config.history_s
+                h.history_times,
+                h.bandwidth[~np.isin(h.times, h.dead_times)],
+                case.start,
+                config.history_s,
             )
         out[h.name] = SeriesHistory(ts, cpu, None, bw)
     return out
@@ -60,8 +63,8 @@ def case_forecasts(case: Case, hosts: Sequence[HostData], config: ReplayConfig) 
     return HistoryForecasts(
         case_histories(case, hosts, config),
         case.start,
-        bandwidth=config.bandwidth,
-        latency=config.latency,
+        bandwidth=config.sim.bandwidth,
+        latency=config.sim.latency,
         method=config.inputs,
     )
 
@@ -69,23 +72,21 @@ def case_forecasts(case: Case, hosts: Sequence[HostData], config: ReplayConfig) 
 def plan_case(case: Case, hosts: Sequence[HostData], config: ReplayConfig) -> CasePlan:
     """Every strategy's plan for one case, and the first plan of each re-planning run
     (forecasts ``replan_every_s`` ahead); a failing strategy is recorded, not raised."""
-    from ppe.replay.experiment import CasePlan, replanned
-
     t0 = time.perf_counter()
     metas = case_hosts(case, hosts)
     fc = case_forecasts(case, hosts, config)
     result = CasePlan(index=case.index)
     result.multimode = {m.name: fc.mode(m.name)[0] for m in metas}
     opts = plan_options(case, config)
-    ahead = replace(opts, replan_every_s=config.replan_every_s)
+    ahead = replace(opts, replan_every_s=config.replan_policy.every_s)
     for name, strategy, options in [
         *((s, s, opts) for s in config.strategies),
         *((replanned(s), s, ahead) for s in config.replan),
     ]:
         try:
             res = plan(
-                config.app,
-                _params(config, config.iterations),
+                config.sim.app,
+                _params(config, config.sim.iterations),
                 metas,
                 fc,
                 strategy,
@@ -130,18 +131,18 @@ def replan_case(job: ReplanJob, hosts: Sequence[HostData], config: ReplayConfig)
     fc = case_forecasts(case, hosts, config)
     try:
         r = replan(
-            config.app,
+            config.sim.app,
             _params(config, job.left),
             metas,
             fc,
             job.strategy,
             {m.name: rows for m, rows in zip(metas, job.rows, strict=True)},
-            config.policy(),
+            config.replan_policy,
             plan_options(case, config),
             fc.dependence,
-            row_bytes=config.sim_config().message_bytes(),
-            bandwidth=config.bandwidth,
-            latency=config.latency,
+            row_bytes=config.sim.message_bytes(),
+            bandwidth=config.sim.bandwidth,
+            latency=config.sim.latency,
         )
     except Exception as exc:  # noqa: BLE001 - a failed re-plan keeps the run going as it is
         return ReplanOutcome(_failed(exc, len(metas)))
@@ -155,25 +156,17 @@ def case_hosts(case: Case, hosts: Sequence[HostData]) -> list[HostMeta]:
 
 
 def plan_options(case: Case, config: ReplayConfig) -> PlanOptions:
-    return PlanOptions(
-        confidence=config.confidence,
-        k=config.k,
-        quantile=config.quantile,
-        schedule_samples=config.schedule_samples,
-        predict_samples=config.predict_samples,
-        seed=case.seed,
-    )
+    """The replay's plan options with the case's own seed."""
+    return replace(config.plan, seed=case.seed)
 
 
 def _params(config: ReplayConfig, iterations: int) -> dict[str, int]:
-    return {"n": config.n, "iterations": iterations}
+    return {"n": config.sim.n, "iterations": iterations}
 
 
 def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
     """A plan as replay records it."""
-    from ppe.replay.experiment import StrategyOutcome
-
-    lo, hi = res.makespan.interval(config.confidence)
+    lo, hi = res.makespan.interval(config.plan.confidence)
     return StrategyOutcome(
         rows=res.allocation(),
         mean=float(res.makespan.mean()),
@@ -186,6 +179,4 @@ def _recorded(res: PlanResult, config: ReplayConfig) -> StrategyOutcome:
 
 
 def _failed(exc: Exception, hosts: int) -> StrategyOutcome:
-    from ppe.replay.experiment import StrategyOutcome
-
     return StrategyOutcome(rows=[0] * hosts, error=f"{type(exc).__name__}: {exc}")

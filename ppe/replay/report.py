@@ -21,14 +21,13 @@ import html
 import json
 import math
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from ppe.replay.experiment import Case, CasePlan, HostData, ReplayConfig
-    from ppe.replay.oracle import OracleResult
-
+from ppe.replay.cases import Case, CasePlan, HostData
+from ppe.replay.config import ReplayConfig
+from ppe.replay.oracle import OracleResult
 
 #: Relative slack when testing ``lo <= actual <= hi``: steady hosts give point-like
 #: predictions that the simulator reproduces up to float64 round-off (~1e-9).
@@ -117,7 +116,7 @@ def build_report(
                 ok[mask],
                 bal[mask],
             )
-    cfg = config.to_dict()
+    cfg = config.to_flat()
     cfg.update(
         {
             "traces_used": len(hosts),
@@ -171,7 +170,7 @@ def _runs(
                         "mean": _num(o.mean),
                         "std": _num(o.std),
                         "interval": [_num(o.lo), _num(o.hi)],
-                        "confidence": config.confidence,
+                        "confidence": config.plan.confidence,
                     },
                     "actual": float(actual[s][i]),
                     "oracle": float(oracle.makespan[i]),

@@ -27,6 +27,8 @@ from dataclasses import dataclass, field
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from ppe.pipeline import DEFAULT_LINK
+
 FloatArray = NDArray[np.float64]
 IntArray = NDArray[np.int64]
 
@@ -156,13 +158,14 @@ class RunSpec:
 
 @dataclass(frozen=True)
 class SimConfig:
-    """Application and network constants shared by a batch of runs."""
+    """Application and network constants shared by a batch of runs; links default to
+    ``ppe.pipeline.DEFAULT_LINK``, what the service assumes for links without measurements."""
 
     app: str
     n: int
     iterations: int
-    bandwidth: float = 1.25e7
-    latency: float = 5e-4
+    bandwidth: float = DEFAULT_LINK.bandwidth
+    latency: float = DEFAULT_LINK.latency
     elt_size: float = 8.0
 
     def message_bytes(self) -> float:
@@ -367,17 +370,3 @@ def _communicate(
         after = net_bank.advance(net_idx, tt + config.latency, np.where(sending, msg, 0.0))
         tt = np.where(sending, after, tt)
     return tt
-
-
-def simulate_one(
-    timestamps: Sequence[ArrayLike],
-    availability: Sequence[ArrayLike],
-    rows: Sequence[int],
-    benchmark: Sequence[float],
-    start: float,
-    config: SimConfig,
-) -> float:
-    """Convenience: actual makespan of one schedule over per-host (timestamps, availability)."""
-    bank = RateBank(list(zip(timestamps, availability, strict=True)))
-    run = RunSpec(hosts=list(range(len(rows))), rows=rows, benchmark=benchmark, start=start)
-    return float(simulate(bank, [run], config).makespan[0])

@@ -1,7 +1,7 @@
 """Replay jobs run in the background of the service, their progress and reports in the store.
 
 A job resolves its trace paths against the server's allowed trace directories (or an upload
-folder of its own), runs `ppe.replay.run_replay` in a worker thread (which itself uses
+folder of its own), runs `ppe.replay.experiment.run_replay` in a worker thread (which itself uses
 processes), and records progress as it goes. Jobs left "running" by a dead server are marked
 failed at the next start, so no job claims to run forever.
 """
@@ -18,7 +18,8 @@ from typing import Any
 from sqlalchemy import update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ppe.replay.experiment import ReplayConfig, run_replay
+from ppe.replay.config import ReplayConfig
+from ppe.replay.experiment import run_replay
 from ppe.service.store.db import session_scope
 from ppe.service.store.models import ReplayJob
 
@@ -76,9 +77,9 @@ class ReplayRunner:
     def submit(self, config: dict[str, Any], uploads: Path | None = None) -> int:
         """Queue a job; ``uploads`` (its traces' folder) is deleted once the job has ended."""
         try:
-            cfg = ReplayConfig.from_dict(config)  # validate now: a bad job is a 422, not a failure
+            cfg = ReplayConfig.from_flat(config)  # validate now: a bad job is a 422, not a failure
             with session_scope(self.sessions) as s:
-                job = ReplayJob(status="queued", config=cfg.to_dict(), total=cfg.starts)
+                job = ReplayJob(status="queued", config=cfg.to_flat(), total=cfg.starts)
                 s.add(job)
                 s.flush()
                 job_id = job.id

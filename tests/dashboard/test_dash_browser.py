@@ -20,7 +20,7 @@ import httpx
 import numpy as np
 import pytest
 
-from ppe.replay.traces import read_trace
+from ppe.traces import read_trace
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -42,7 +42,7 @@ LINK_CAPACITY = 12.5e6  # B/s, a 100 Mbit/s link; the trace's own network traffi
 BENCHMARK = {"vm65": 2.0e-8, "vm413": 3.0e-8}  # dedicated s per element update
 # A small replay job, run by the server while the browser visits the other pages.
 REPLAY = {
-    "traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "242.csv.gz"],
+    "traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "41.csv.gz"],  # all in tests/data too
     "hosts": 3,
     "starts": 6,
     "n": 2000,

@@ -15,7 +15,7 @@ from forecaster import (
     forecast_series,
     horizon_distribution,
 )
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 
 def test_insufficient_data() -> None:

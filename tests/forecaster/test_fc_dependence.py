@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from itertools import combinations
+
 import numpy as np
 import pytest
 
 from forecaster import co_movement
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 STEP = 300.0
 DAYS = 6
@@ -67,11 +69,17 @@ def test_too_little_shared_history_means_independent() -> None:
 
 
 def test_real_traces_show_the_application_groups(traces: dict[str, Trace]) -> None:
-    """VMs 41-53 belong to one application and change load together; 56/58/59 to another."""
-    names = ["41", "45", "53", "56", "59", "236"]
+    """VMs 41-53 belong to one application and change load together; 56/58/59 to another; the
+    others move on their own. (The sample in tests/data has 41 and 45 of the first group, none
+    of the second.)"""
+    groups = [[n for n in g if n in traces] for g in (("41", "45", "53"), ("56", "59"))]
+    assert len(groups[0]) >= 2
+    loners = [n for n in ("236", "65", "392") if n in traces]
+    names = [n for g in groups for n in g] + loners
+    group_of = {n: i for i, g in enumerate(groups) for n in g}
     now = 1372629600.0 + 20 * 86400.0
     series = [(traces[n].timestamps, traces[n].availability) for n in names]
     corr = co_movement(series, now, 3600.0)
-    assert min(corr[0, 1], corr[0, 2], corr[1, 2]) > 0.7
-    assert corr[3, 4] > 0.7
-    assert max(abs(corr[p, q]) for p in range(3) for q in (3, 4, 5)) < 0.3
+    for (p, a), (q, b) in combinations(enumerate(names), 2):
+        together = a in group_of and group_of.get(a) == group_of.get(b)
+        assert corr[p, q] > 0.7 if together else abs(corr[p, q]) < 0.3, (a, b, corr[p, q])

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from forecaster import ForecasterConfig, SeriesForecaster, batch_forecasts
-from ppe.replay.traces import Trace
+from ppe.traces import Trace
 
 # a bimodal, a variable, an idle, a steady and a short (formerly dead) trace
 NAMES = ("41", "392", "2", "198", "195")
@@ -50,7 +50,7 @@ def test_online_equals_batch(traces: dict[str, Trace], name: str, cfg: Forecaste
 
 
 def test_from_history_rebuilds_state(traces: dict[str, Trace]) -> None:
-    trace = traces["43"]
+    trace = traces["41"]
     ts, x = trace.timestamps[:800], trace.availability[:800]
     rebuilt = SeriesForecaster.from_history(ts[:500], x[:500])
     live = SeriesForecaster.from_history(ts[:500], x[:500])

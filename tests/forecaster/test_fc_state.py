@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from forecaster import SeriesForecaster, forecast_series
-from ppe.replay.traces import read_trace
+from ppe.traces import read_trace
 
 
 def test_state_and_fit_cache_change_nothing(traces_dir) -> None:  # type: ignore[no-untyped-def]

@@ -3,21 +3,17 @@ the next progress check, judged by the simulator; a re-plan never sees data from
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from ppe.replay.adaptive import run_adaptive
-from ppe.replay.experiment import (
-    Case,
-    ReplayConfig,
-    StrategyOutcome,
-    Workers,
-    make_banks,
-    prepare_hosts,
-    run_specs,
-)
+from ppe.replay.cases import Case, StrategyOutcome, make_banks, prepare_hosts, run_specs
+from ppe.replay.config import REPLAY_PLAN, ReplayConfig
 from ppe.replay.planning import ReplanOutcome, plan_case
-from ppe.replay.simulate import simulate
-from ppe.replay.traces import Trace
+from ppe.replay.simulate import SimConfig, simulate
+from ppe.replay.workers import Workers
+from ppe.traces import Trace
 
 STEP = 300.0  # sensor period, s
 DAYS = 4
@@ -60,8 +56,8 @@ def _config() -> ReplayConfig:
     # 200 rows each x 600 x 200 iterations x 1e-4 s: 40 minutes on three quiet hosts
     return ReplayConfig(
         traces=("synthetic",),
-        n=600,
-        iterations=200,
+        sim=SimConfig("sor", n=600, iterations=200, latency=0.0),
+        plan=replace(REPLAY_PLAN, schedule_samples=1000, predict_samples=2000),
         hosts=3,
         starts=1,
         strategies=("expected",),
@@ -69,9 +65,6 @@ def _config() -> ReplayConfig:
         benchmark=1e-4,
         benchmark_spread=0.0,
         executor="serial",
-        schedule_samples=1000,
-        predict_samples=2000,
-        latency=0.0,
     )
 
 
@@ -86,7 +79,7 @@ def _run(traces: list[Trace], fail_first: bool = False) -> tuple[float, float, l
     static = simulate(
         banks[0],
         run_specs([case], hosts, [plans[0].outcomes["expected"].rows], False),
-        config.sim_config(),
+        config.sim,
     ).makespan[0]
     calls = []
 

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from ppe.replay.experiment import run_replay
 
+from ..conftest import TRACES_DIR
+
 distributed = pytest.importorskip("distributed")
 
-TRACES = Path("/work/shared/traces/bitbrains-rnd-2013-7")
-FILES = [str(TRACES / f"{n}.csv.gz") for n in ("1", "41", "65", "198")]
+FILES = [str(TRACES_DIR / f"{n}.csv.gz") for n in ("1", "41", "65", "198")]
 
-pytestmark = [
-    pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not available"),
-    pytest.mark.slow,
-]
+pytestmark = pytest.mark.slow
 
 
 def test_dask_cluster_matches_serial() -> None:

@@ -11,26 +11,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppe.replay.cases import draw_cases, eligible, make_banks, prepare_hosts, run_specs
 from ppe.replay.cli import main
-from ppe.replay.experiment import (
-    ReplayConfig,
-    draw_cases,
-    eligible,
-    make_banks,
-    prepare_hosts,
-    run_experiment,
-    run_replay,
-    run_specs,
-)
+from ppe.replay.config import ReplayConfig
+from ppe.replay.experiment import run_experiment, run_replay
 from ppe.replay.planning import plan_case
 from ppe.replay.report import render_html
 from ppe.replay.simulate import simulate
-from ppe.replay.traces import read_traces
+from ppe.replay.workers import _chunk_from_paths
+from ppe.traces import read_traces
 
-TRACES = Path("/work/shared/traces/bitbrains-rnd-2013-7")
-FILES = [TRACES / f"{n}.csv.gz" for n in ("1", "41", "65", "198", "233", "392")]
+from ..conftest import TRACES_DIR
 
-pytestmark = pytest.mark.skipif(not TRACES.is_dir(), reason="shared traces not available")
+FILES = [TRACES_DIR / f"{n}.csv.gz" for n in ("1", "41", "65", "198", "233", "392")]
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +46,7 @@ def _small(**kw) -> ReplayConfig:
         seed=3,
     )
     base.update(kw)
-    return ReplayConfig(**base)
+    return ReplayConfig.from_flat(base)
 
 
 def test_future_values_never_change_a_start_s_plans(traces) -> None:
@@ -130,7 +123,7 @@ def test_small_experiment_report_shape_and_sanity(traces) -> None:
         assert 0.0 <= st["coverage"] <= 1.0 and st["mae_rel"] >= 0.0
     for run in report["runs"]:
         assert set(run) >= {"start", "hosts", "strategy", "rows", "predicted", "actual"}
-        assert sum(run["rows"]) == config.n and len(run["hosts"]) == 3
+        assert sum(run["rows"]) == config.sim.n and len(run["hosts"]) == 3
         lo, hi = run["predicted"]["interval"]
         # (a heavy right tail may put the mean above the interval: not checked)
         assert 0 < lo <= hi and run["predicted"]["mean"] > 0
@@ -226,11 +219,11 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
     host = prepare_hosts(traces[:1], config)[0]
     tr = traces[0]
     used = (tr.net_rx_kbs + tr.net_tx_kbs) * 1024.0
-    np.testing.assert_allclose(host.bw_v, np.clip(2e5 - used, 1e4, 2e5))
+    np.testing.assert_allclose(host.bandwidth, np.clip(2e5 - used, 1e4, 2e5))
     report = run_experiment(traces, config)
     assert all(math.isfinite(r["actual"]) for r in report["runs"])
     # a tenth of the link: the same schedules take longer (their halo exchanges do)
-    slow_config = dataclasses.replace(config, bandwidth=2e4)
+    slow_config = dataclasses.replace(config, sim=dataclasses.replace(config.sim, bandwidth=2e4))
     cases = draw_cases(prepare_hosts(traces, config), config)
     rows = [r["rows"] for r in report["runs"] if r["strategy"] == "mean"]
     times = []
@@ -238,16 +231,12 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
         hosts = prepare_hosts(traces, cfg)
         bank, net = make_banks(hosts)
         assert net is not None
-        times.append(
-            simulate(bank, run_specs(cases, hosts, rows, True), cfg.sim_config(), net).makespan
-        )
+        times.append(simulate(bank, run_specs(cases, hosts, rows, True), cfg.sim, net).makespan)
     assert np.all(times[1] > times[0])
 
 
 def test_the_dask_task_plans_like_the_local_path(traces) -> None:
     # dask itself is optional (not installed here); the task it ships must still be right
-    from ppe.replay.experiment import _chunk_from_paths
-
     config = _small(strategies=("mean",), starts=2)
     hosts = prepare_hosts(traces, config)
     cases = draw_cases(hosts, config)

@@ -20,7 +20,7 @@ from ppe.pipeline import (
     replan,
     settle_horizon,
 )
-from ppe.replay.simulate import SimConfig, simulate_one
+from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
 from scheduler import ReplanPolicy
 
 
@@ -131,14 +131,9 @@ def test_plan_prediction_equals_simulation_on_constant_load(app: str) -> None:
     # less a few for b, the only host with two neighbours to talk to
     assert res.allocation() == pytest.approx([240, 240, 120], abs=6)
     assert res.allocation()[1] < res.allocation()[0]
-    sim = simulate_one(
-        [[0.0]] * 3,
-        [[c] for c in cpus.values()],
-        res.allocation(),
-        [2e-6, 1e-6, 1e-6],
-        100.0,
-        SimConfig(app, 600, 40, bandwidth=1e6, latency=1e-3),
-    )
+    bank = RateBank([([0.0], [c]) for c in cpus.values()])
+    run = RunSpec([0, 1, 2], res.allocation(), [2e-6, 1e-6, 1e-6], start=100.0)
+    sim = simulate(bank, [run], SimConfig(app, 600, 40, bandwidth=1e6, latency=1e-3)).makespan[0]
     assert res.makespan.mean() == pytest.approx(sim, rel=1e-9)
 
 

@@ -5,7 +5,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate, simulate_one
+from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
+
+
+def _makespan(ts, av, rows, bench, start, config) -> float:
+    """One schedule over per-host (timestamps, availability) series, through ``simulate``."""
+    bank = RateBank(list(zip(ts, av, strict=True)))
+    run = RunSpec(hosts=list(range(len(rows))), rows=rows, benchmark=bench, start=start)
+    return float(simulate(bank, [run], config).makespan[0])
 
 
 def test_two_host_two_sample_hand_computation() -> None:
@@ -16,9 +23,7 @@ def test_two_host_two_sample_hand_computation() -> None:
     #   rate 1 -> 100.5, +1 -> 101.5. Synchronise at 101.5.
     # Iteration 2: A at 0.5: 50+1+50+1 -> 203.5; B at 1: 25+1+25+1 -> 153.5. End 203.5.
     config = SimConfig("sor", n=10, iterations=2, bandwidth=80.0, latency=0.0)
-    t = simulate_one(
-        [[0, 100], [0, 100]], [[1.0, 0.5], [0.5, 1.0]], [5, 5], [1.0, 1.0], 0.0, config
-    )
+    t = _makespan([[0, 100], [0, 100]], [[1.0, 0.5], [0.5, 1.0]], [5, 5], [1.0, 1.0], 0.0, config)
     assert t == pytest.approx(203.5, abs=1e-9)
 
 
@@ -27,14 +32,14 @@ def test_jacobi_latency_and_start_mid_segment() -> None:
     # Work 4 rows * 10 * 1 = 40 s dedicated per iteration.
     # It 1: 50 -> 100 does 25, 15 left at rate 2 -> 107.5. It 2: 40/2 = 20 -> 127.5.
     config = SimConfig("jacobi2d", n=10, iterations=2, bandwidth=1.0, latency=3.0)
-    t = simulate_one([[0, 100]], [[0.5, 2.0]], [4], [1.0], 50.0, config)
+    t = _makespan([[0, 100]], [[0.5, 2.0]], [4], [1.0], 50.0, config)
     assert t == pytest.approx(77.5)
 
 
 def test_zero_row_host_leaves_the_chain() -> None:
     # Middle host has no rows: the two others are chain ends with one message each.
     config = SimConfig("jacobi2d", n=10, iterations=3, bandwidth=80.0, latency=0.5)
-    t = simulate_one([[0]] * 3, [[1.0]] * 3, [2, 0, 2], [1.0] * 3, 0.0, config)
+    t = _makespan([[0]] * 3, [[1.0]] * 3, [2, 0, 2], [1.0] * 3, 0.0, config)
     assert t == pytest.approx(3 * (20 + 1.5))
 
 
@@ -159,7 +164,7 @@ def test_bad_inputs_are_rejected() -> None:
     with pytest.raises(ValueError, match="positive"):
         RateBank([([0.0, 1.0], [1.0, 0.0])])
     with pytest.raises(ValueError, match="unknown app"):
-        simulate_one([[0]], [[1.0]], [1], [1.0], 0.0, SimConfig("fft", 10, 1))
+        _makespan([[0]], [[1.0]], [1], [1.0], 0.0, SimConfig("fft", 10, 1))
     bank = RateBank([([0.0], [1.0])])
     run = RunSpec([0], [1], [1.0], 0.0)
     with pytest.raises(ValueError, match="NaN"):

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ppe.replay.simulate import SimConfig, simulate_one
+from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
 from scheduler import StochasticHost
 from scheduler.problem import Problem
 from scheduler.search import _stall_aware
@@ -35,14 +35,9 @@ def _actual(rows: np.ndarray, stall: bool) -> float:
     """SOR on the simulator: every host idle, except the risky one at 1/DEPTH for 100 s
     from 10 s on."""
     risky = ([0.0, 10.0, 110.0], [1.0, 1.0 / DEPTH, 1.0]) if stall else ([0.0], [1.0])
-    return simulate_one(
-        [risky[0]] + [[0.0]] * 7,
-        [risky[1]] + [[1.0]] * 7,
-        [int(r) for r in rows],
-        [BENCHMARK] * 8,
-        0.0,
-        SimConfig("sor", N, ITERATIONS),
-    )
+    bank = RateBank([risky] + [([0.0], [1.0])] * 7)
+    run = RunSpec(list(range(8)), [int(r) for r in rows], [BENCHMARK] * 8, start=0.0)
+    return float(simulate(bank, [run], SimConfig("sor", N, ITERATIONS)).makespan[0])
 
 
 def test_a_partial_share_against_a_stall_is_cut_to_one_that_keeps_pace() -> None:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppe.replay.traces import read_trace
+from ppe.traces import read_trace
 
 
 def post_series(env, resource, ts, values, metric="cpu", peer=None) -> None:  # type: ignore[no-untyped-def]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ppe.replay.traces import read_trace
 from ppe.service import planning
+from ppe.traces import read_trace
 
 FILES = ["1.csv.gz", "2.csv.gz", "4.csv.gz"]
 

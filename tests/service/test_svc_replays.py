@@ -42,17 +42,10 @@ def wait_done(c: TestClient, url: str, headers: dict[str, str]) -> dict:
     raise TimeoutError(job)
 
 
-def test_replay_job_on_server_traces(client) -> None:  # type: ignore[no-untyped-def]
+def test_replay_job_on_server_traces(client, traces_dir) -> None:  # type: ignore[no-untyped-def]
     c, tokens = client
     op = {"Authorization": f"Bearer {tokens['operator']}"}
-    body = {
-        **SMALL,
-        "traces": [
-            "bitbrains-rnd-2013-7/1.csv.gz",
-            "bitbrains-rnd-2013-7/2.csv.gz",
-            "bitbrains-rnd-2013-7/4.csv.gz",
-        ],
-    }
+    body = {**SMALL, "traces": [f"{traces_dir.name}/{n}.csv.gz" for n in ("1", "2", "4")]}
     r = c.post("/api/v1/replays", json=body, headers=op)
     assert r.status_code == 202, r.text
     job = wait_done(c, r.json()["url"], op)
@@ -66,7 +59,7 @@ def test_replay_job_on_server_traces(client) -> None:  # type: ignore[no-untyped
     assert listed[0]["id"] == job["id"]
 
 
-def test_replay_rejects_paths_outside_trace_dirs(client) -> None:  # type: ignore[no-untyped-def]
+def test_replay_rejects_paths_outside_trace_dirs(client, traces_dir) -> None:  # type: ignore[no-untyped-def]
     c, tokens = client
     op = {"Authorization": f"Bearer {tokens['operator']}"}
     for bad in (["../../etc/passwd"], ["/etc/passwd"], []):
@@ -74,7 +67,7 @@ def test_replay_rejects_paths_outside_trace_dirs(client) -> None:  # type: ignor
         assert r.status_code == 422, bad
     r = c.post(
         "/api/v1/replays",
-        json={**SMALL, "traces": ["bitbrains-rnd-2013-7"], "bogus": 1},
+        json={**SMALL, "traces": [traces_dir.name], "bogus": 1},
         headers=op,
     )
     assert r.status_code == 422 and "bogus" in r.text

@@ -111,16 +111,6 @@ def dead_mask(cores: FloatArray, capacity_mhz: FloatArray) -> BoolArray:
     return (np.asarray(cores) == 0) & (np.asarray(capacity_mhz) == 0)
 
 
-def dead_stretches(trace: Trace) -> list[tuple[float, float]]:
-    """``(first, last)`` timestamps of each maximal run of dead samples, in time order."""
-    d = trace.dead.astype(np.int8)
-    edges = np.diff(np.concatenate(([0], d, [0])))
-    starts = np.flatnonzero(edges == 1)
-    ends = np.flatnonzero(edges == -1) - 1
-    ts = trace.timestamps
-    return [(float(ts[s]), float(ts[e])) for s, e in zip(starts, ends, strict=True)]
-
-
 def trace_name(path: str | os.PathLike[str]) -> str:
     """File name without ``.gz`` and the format suffix (``.../45.csv.gz`` -> ``45``)."""
     name = Path(path).name
