@@ -29,10 +29,12 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test
 	$(BIN)/pytest $(PYTEST_ARGS)
 
-## Style and types: ruff everywhere, mypy on the pure packages.
+## Style, formatting, types and the import graph, over the whole tree.
 lint: $(VENV)/.installed-test
 	$(BIN)/ruff check .
-	$(BIN)/mypy forecaster scheduler ppe/core
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy .
+	$(BIN)/lint-imports --no-cache
 
 ## Print the performance figures the issues ask for.
 bench: $(VENV)/.installed-test

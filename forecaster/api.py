@@ -58,7 +58,7 @@ class SeriesForecast:
         return self.distribution.multimode
 
     def to_dict(self) -> dict[str, object]:
-        """JSON-ready view in DESIGN.md's vocabulary."""
+        """JSON-ready view in docs/architecture.md's vocabulary."""
         return {
             "value": self.value,
             "value_interval": [self.lower, self.upper],

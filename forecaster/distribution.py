@@ -44,7 +44,7 @@ Component = tuple[float, float, float]  # (weight, mean, std)
 
 @dataclass(frozen=True)
 class Distribution:
-    """A fitted distribution in DESIGN.md's shape, plus how it was chosen.
+    """A fitted distribution in docs/architecture.md's shape, plus how it was chosen.
 
     Plain data, not a ``Stochastic`` (``mean`` and ``std`` are fields, not methods): consumers
     build their own values from ``kind`` and ``components`` (``ppe.core.from_components``).

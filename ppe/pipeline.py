@@ -7,7 +7,7 @@ time), so what replay measures is exactly what the service would have answered.
 Why a horizon loop: a run lasts a while, and what slows it is each host's availability
 *averaged over the run*, not the next sample. The run's length depends on the schedule,
 which depends on the forecasts — so :func:`plan` iterates horizon -> forecasts ->
-schedule -> predicted makespan -> horizon until the horizon settles (DESIGN.md), with
+schedule -> predicted makespan -> horizon until the horizon settles (docs/architecture.md), with
 :func:`settle_horizon`.
 
 Inputs: :class:`HistoryForecasts` is a ready ``forecasts_for`` over in-memory histories

@@ -2,10 +2,10 @@
 
 Host p's predicted time is linear in its rows, ``T_p = A_p * rows_p + B_p``; a host with no rows is
 not used and takes no time. Without bounds, setting every ``T_p = T`` with ``sum rows_p = R`` gives
-DESIGN.md's closed form (``level_formula``). Row bounds and dropped hosts turn this into
+docs/architecture.md's closed form (``level_formula``). Row bounds and dropped hosts turn this into
 water-filling: the balanced level T solves ``sum_p clip((T - B_p) / A_p, min_p, max_p) = R``, a
 nondecreasing piecewise-linear function of T. A host whose unbounded share would be negative sits at
-its lower bound (0: dropped), exactly DESIGN.md's "drop and re-solve", done in one pass. On the
+its lower bound (0: dropped), exactly the design's "drop and re-solve", done in one pass. On the
 segment where the level falls, the closed form applies to the hosts strictly between their bounds.
 """
 
@@ -119,7 +119,8 @@ def check_linear(a: FloatArray, b: FloatArray, names: Sequence[str], what: str) 
 
 
 def level_formula(total: float, a: FloatArray, b: FloatArray) -> float:
-    """DESIGN.md's closed form: ``T = (R + sum B/A) / sum 1/A`` over the hosts that share R."""
+    """The closed form (docs/architecture.md): ``T = (R + sum B/A) / sum 1/A`` over the hosts
+    that share R."""
     return float((total + np.sum(b / a)) / np.sum(1.0 / a))
 
 

@@ -51,7 +51,7 @@ class TimeStats:
         return cls(m, s, (float(lo), float(hi)), confidence, "samples")
 
     def to_dict(self) -> dict[str, Any]:
-        """DESIGN.md's JSON shape for a stochastic value."""
+        """docs/architecture.md's JSON shape for a stochastic value."""
         return {
             "mean": self.mean,
             "std": self.std,

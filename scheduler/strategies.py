@@ -53,7 +53,7 @@ class Schedule:
         return [name for name, r in self.rows.items() if r > 0]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready: DESIGN.md's allocation list and stochastic-value shapes."""
+        """JSON-ready: docs/architecture.md's allocation list and stochastic-value shapes."""
         return {
             "strategy": self.strategy,
             "allocation": [

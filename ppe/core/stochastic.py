@@ -6,7 +6,7 @@ They look like ``scipy.stats`` frozen distributions (``mean()``, ``std()``,
 ``ppf(q)``, ``cdf(x)``, ``rvs(size, random_state)``, ``interval(confidence)``;
 the :class:`Stochastic` protocol is the part other code may rely on) and add
 ``sample(n, rng)``, ``kind``, ``components`` and ``to_dict(confidence)`` (the
-JSON shape of DESIGN.md).
+JSON shape of docs/architecture.md).
 
 Arithmetic ``+ - * /`` works between values and with numbers; operands are
 independent unless they share an input (``x - x`` is exactly 0; ``a/f + b/f``
@@ -183,7 +183,7 @@ class StochasticValue(ABC):
         return float(self.ppf((1.0 - c) / 2.0)), float(self.ppf((1.0 + c) / 2.0))
 
     def to_dict(self, confidence: float = 0.95) -> dict[str, Any]:
-        """DESIGN.md's JSON shape of a stochastic value."""
+        """docs/architecture.md's JSON shape of a stochastic value."""
         lo, hi = self.interval(confidence)
         return {
             "mean": float(self.mean()),

@@ -159,7 +159,7 @@ def _pool(parts: Iterable[tuple[int, dict[str, float]]]) -> dict[str, float]:
 
 
 def aggregate(series: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """DESIGN.md's ``overall`` block (plus selectors and the acceptance checks)."""
+    """docs/architecture.md's ``overall`` block (plus selectors and the acceptance checks)."""
     scored = [s for s in series if "skipped" not in s]
     if not scored:
         return {"series": 0, "samples": 0}

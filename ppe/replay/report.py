@@ -1,4 +1,4 @@
-"""Replay reports: the JSON shape DESIGN.md fixes, a text table, and a self-contained HTML page.
+"""Replay reports: the JSON shape of docs/architecture.md, a text table, a self-contained HTML page.
 
 Metrics per strategy (over the cases of a group):
 

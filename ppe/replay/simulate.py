@@ -6,7 +6,7 @@ taken as piecewise constant from each sample to the next (the last value holds p
 the end of the trace, the first before its start). Iterations synchronise: per
 iteration every host runs its phases (SOR: red compute, communicate, black compute,
 communicate; Jacobi2D: compute, communicate) from the common iteration start, and the
-iteration ends when the slowest host is done — DESIGN.md's
+iteration ends when the slowest host is done — docs/architecture.md's
 ``IterTime(t) = max_p {RComp(p,t) + RComm(p,t+Δ1) + BComp(p,t+Δ2) + BComm(p,t+Δ3)}``.
 
 Cost. Work is integrated through the cumulative integral ``C(t) = ∫ rate``: finishing

@@ -38,7 +38,7 @@ API_PREFIX = "/api/v1"
 
 
 def _problems_from_validation(exc: RequestValidationError) -> list[dict[str, Any]]:
-    """Turn pydantic's error list into DESIGN.md's shape: which item, which field, why."""
+    """Turn pydantic's error list into the documented shape: which item, which field, why."""
     problems = []
     for err in exc.errors():
         loc = [p for p in err.get("loc", ()) if p != "body"]

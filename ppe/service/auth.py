@@ -13,7 +13,7 @@ from ppe.service.deps import services_of
 from ppe.service.store.db import session_scope
 from ppe.service.store.tokens import role_of
 
-# Who may do what (DESIGN.md "Tokens"): admin may do everything.
+# Who may do what (docs/architecture.md, "HTTP contract"): admin may do everything.
 SENSOR_WRITE = ("sensor", "admin")
 READ = ("app", "operator", "admin")
 APP_USE = ("app", "operator", "admin")

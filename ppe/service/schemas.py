@@ -1,4 +1,4 @@
-"""Pydantic schemas at the HTTP boundary (the contract in DESIGN.md)."""
+"""Pydantic schemas at the HTTP boundary (the contract in docs/architecture.md)."""
 
 from __future__ import annotations
 

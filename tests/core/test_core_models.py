@@ -20,8 +20,6 @@ from ppe.core import (
     linear_host_models,
     predict,
 )
-from ppe.core.predict import Prediction
-from ppe.pipeline import run_length, settle_horizon
 
 N, ITERS, SIZE = 4000, 100, 8
 BENCH = [2.0e-8, 3.1e-8, 2.5e-8, 4.0e-8]
@@ -44,7 +42,7 @@ def dedicated_hosts() -> list[HostInputs]:
 
 
 def hand_iter_time(p: int) -> float:
-    """DESIGN.md's equations written out by hand for host p."""
+    """docs/architecture.md's equations written out by hand for host p."""
     num_elts = ROWS[p] * N / 2
     r_comp = num_elts * BENCH[p] / CPU[p]
     r_comm = 0.0
@@ -313,23 +311,3 @@ def test_prediction_to_dict() -> None:
     assert ms["components"] == [{"weight": 1.0, "mean": ms["mean"], "std": ms["std"]}]
     assert ms["interval"][0] < ms["mean"] < ms["interval"][1]
     assert all(h["time"]["kind"] == "numeric" for h in d["hosts"])
-
-
-def test_horizon_loop_settles_on_core_predictions() -> None:
-    """Forecast spread shrinks with the horizon; ``ppe.pipeline.settle_horizon`` stops when
-    the predicted run length matches the horizon it was predicted with."""
-    calls: list[float | None] = []
-
-    def step(horizon: float | None) -> tuple[float, Prediction]:
-        calls.append(horizon)
-        spread = 0.1 if horizon is None else 0.1 / np.sqrt(1.0 + horizon / 10.0)
-        pred = predict("sor", {"n": N, "I": ITERS}, stochastic_hosts(4, cv=spread), [1000] * 4)
-        return run_length(pred.makespan), pred
-
-    out = settle_horizon(step, None, tol=0.01, max_iter=8)
-    assert out.converged and out.rounds <= 4
-    assert out.horizon_s is not None
-    assert abs(out.value.makespan.median() - out.horizon_s) <= 0.01 * out.horizon_s
-    assert calls[0] is None and [h for h, _ in out.history] == calls
-    stuck = settle_horizon(step, 1.0, tol=1e-12, max_iter=2)
-    assert not stuck.converged and stuck.rounds == 2

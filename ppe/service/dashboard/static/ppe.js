@@ -192,7 +192,7 @@ window.PPE = (function () {
     return { mean: f.mean, iv: ivOf(f) };
   }
 
-  /* ---- stochastic values (DESIGN.md's JSON shape) ---- */
+  /* ---- stochastic values (docs/architecture.md's JSON shape) ---- */
   function ivOf(v) {
     if (!v) return null;
     if (Array.isArray(v.interval) && v.interval.length === 2) return v.interval;
