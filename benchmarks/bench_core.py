@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import os
 import statistics
-import sys
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
@@ -239,6 +238,7 @@ def main() -> None:
         kinds: dict[str, int] = {}
         for hf in res.inputs.values():
             kinds[hf.cpu.kind] = kinds.get(hf.cpu.kind, 0) + 1
+        assert res.prediction is not None  # plan() always predicts its chosen allocation
         print(
             f"plan on traces: inputs {kinds}, {res.rounds} rounds, engine "
             f"{res.prediction.engine}, makespan {res.makespan}"
@@ -246,4 +246,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    main()

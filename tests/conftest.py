@@ -151,8 +151,8 @@ def server_factory() -> Iterator[type[ServerProcess]]:
     started: list[ServerProcess] = []
 
     class Tracked(ServerProcess):
-        def __init__(self, *a: str, **kw: object) -> None:
-            super().__init__(*a, **kw)  # type: ignore[arg-type]
+        def __init__(self, db_url: str, *extra: str, port: int | None = None) -> None:
+            super().__init__(db_url, *extra, port=port)
             started.append(self)
 
     yield Tracked

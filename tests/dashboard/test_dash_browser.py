@@ -15,12 +15,18 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, TypedDict
 
 import httpx
 import numpy as np
 import pytest
 
 from ppe.traces import read_trace
+
+if TYPE_CHECKING:
+    from playwright.sync_api import ConsoleMessage, Page, Route
+
+    from ..conftest import ServerProcess
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -40,6 +46,7 @@ HOSTS = {"vm65": "65.csv.gz", "vm413": "413.csv.gz"}
 SAMPLES = 288  # one day at the traces' 300 s spacing
 LINK_CAPACITY = 12.5e6  # B/s, a 100 Mbit/s link; the trace's own network traffic competes for it
 BENCHMARK = {"vm65": 2.0e-8, "vm413": 3.0e-8}  # dedicated s per element update
+REPLAY_STRATEGIES = ["block", "mean", "conservative"]
 # A small replay job, run by the server while the browser visits the other pages.
 REPLAY = {
     "traces": ["65.csv.gz", "413.csv.gz", "392.csv.gz", "41.csv.gz"],  # all in tests/data too
@@ -48,7 +55,7 @@ REPLAY = {
     "n": 2000,
     "iterations": 100,
     "executor": "serial",
-    "strategies": ["block", "mean", "conservative"],
+    "strategies": REPLAY_STRATEGIES,
     "replan": ["mean"],
 }
 
@@ -116,14 +123,14 @@ class Browser:
     """Chromium with every request outside the server's origin recorded and refused."""
 
     base_url: str
-    page: object = None
+    page: Page | None = None
     external: list[str] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
 
-    def attach(self, page) -> None:  # type: ignore[no-untyped-def]
+    def attach(self, page: Page) -> None:
         self.page = page
 
-        def guard(route) -> None:  # type: ignore[no-untyped-def]
+        def guard(route: Route) -> None:
             url = route.request.url
             if (
                 url.startswith(self.base_url + "/")
@@ -139,7 +146,7 @@ class Browser:
         page.on("console", self.on_console)
         page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
 
-    def on_console(self, message) -> None:  # type: ignore[no-untyped-def]
+    def on_console(self, message: ConsoleMessage) -> None:
         """Errors fail the test, except the API's own 4xx answers the pages handle (409: too
         little data yet; 404: an endpoint this server does not offer)."""
         if message.type != "error":
@@ -150,25 +157,46 @@ class Browser:
         self.errors.append(f"console: {message.text} ({url})")
 
 
+class Strip(TypedDict):
+    """One strategy card of the playground: its rows per host."""
+
+    strategy: str
+    rows: dict[str, int]
+
+
+class Found(TypedDict, total=False):
+    """What the walkthrough read back from the pages."""
+
+    overview_hosts: list[str]
+    history_traces: int
+    predictor: str
+    strips: list[Strip]
+    replay_strategies: list[str]
+    unlabelled: list[str]
+    phone_widths: dict[str, int]
+    external: list[str]
+    errors: list[str]
+
+
 UNLABELLED_JS = """() => [...document.querySelectorAll('input:not([type=hidden]), select, textarea, button')]
     .filter(el => !((el.labels && el.labels.length) || el.getAttribute('aria-label')
                     || el.getAttribute('aria-labelledby') || (el.tagName === 'BUTTON' && el.textContent.trim())))
     .map(el => el.outerHTML.slice(0, 120))"""
 
 
-def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, object]:
+def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> Found:
     """Drive the dashboard like an operator would; return what was read back from the pages."""
     from playwright.sync_api import expect, sync_playwright
 
     out_dir.mkdir(parents=True, exist_ok=True)
-    found: dict[str, object] = {}
+    found: Found = {}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
         try:
             context = browser.new_context(viewport={"width": 1280, "height": 900})
             b = Browser(base_url)
-            b.attach(context.new_page())
-            page = b.page
+            page = context.new_page()
+            b.attach(page)
             page.set_default_timeout(20_000)
 
             # Login: an unauthenticated visit lands on the form, which brings us back.
@@ -248,7 +276,7 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
 
             # Phone width: no page scrolls sideways.
             page.set_viewport_size({"width": 390, "height": 844})
-            widths = {}
+            widths: dict[str, int] = {}
             for path in ("/", "/hosts/vm65", "/playground", "/replays", report_path):
                 page.goto(base_url + path)
                 page.wait_for_load_state("networkidle")
@@ -270,15 +298,17 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> dict[str, 
     return found
 
 
-def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_dashboard_in_chromium(
+    server_factory: type[ServerProcess], traces_dir: Path, tmp_path: Path
+) -> None:
     pytest.importorskip("playwright.sync_api")
     started = time.monotonic()
     db_url = f"sqlite:///{tmp_path / 'browser.db'}"
     tokens = {"sensor": make_token(db_url, "sensor")}  # the first call also migrates the store
     with ThreadPoolExecutor(1) as pool:  # the second overlaps the server's start-up
-        operator = pool.submit(make_token, db_url, "operator")
+        operator_token = pool.submit(make_token, db_url, "operator")
         server = server_factory(db_url, "--trace-dir", str(traces_dir))
-        tokens["operator"] = operator.result()
+        tokens["operator"] = operator_token.result()
     with httpx.Client(base_url=server.base_url, timeout=30) as api:
         sensor = {"Authorization": f"Bearer {tokens['sensor']}"}
         operator = {"Authorization": f"Bearer {tokens['operator']}"}
@@ -309,7 +339,7 @@ def test_dashboard_in_chromium(server_factory, traces_dir: Path, tmp_path: Path)
         assert set(s["rows"]) == set(HOSTS), s
         assert sum(s["rows"].values()) == 2000, s
     assert strips[0]["rows"]["vm65"] == strips[0]["rows"]["vm413"] == 1000  # block: equal strips
-    assert found["replay_strategies"] == [*REPLAY["strategies"], "mean+replan"]
+    assert found["replay_strategies"] == [*REPLAY_STRATEGIES, "mean+replan"]
     assert found["unlabelled"] == [], found["unlabelled"]  # including controls drawn by scripts
     assert all(w <= 390 for w in found["phone_widths"].values()), found["phone_widths"]
     assert found["external"] == [], found["external"]

@@ -19,11 +19,11 @@ from ppe.traces import Trace
 
 
 def test_insufficient_data() -> None:
-    ts = np.arange(4) * 300.0
+    ts = np.arange(4, dtype=np.float64) * 300.0
     with pytest.raises(InsufficientData) as err:
         forecast_series(ts, [0.5, 0.6, 0.5, 0.6])
     assert err.value.n == 4 and err.value.minimum == 5
-    ts = np.arange(10) * 300.0
+    ts = np.arange(10, dtype=np.float64) * 300.0
     with pytest.raises(InsufficientData):  # only 3 samples strictly before now
         forecast_series(ts, np.full(10, 0.5), now=900.0)
     assert forecast_series(ts, np.full(10, 0.5)).n == 10
@@ -66,7 +66,7 @@ def test_block_means() -> None:
 
 def test_horizon_averages_shrink_iid_noise() -> None:
     rng = np.random.default_rng(0)
-    ts = np.arange(20000) * 300.0
+    ts = np.arange(20000, dtype=np.float64) * 300.0
     x = 0.6 + rng.normal(0, 0.1, ts.size)
     now = float(ts[-1]) + 300.0
     one = horizon_distribution(ts, x, 300.0, now)

@@ -72,7 +72,9 @@ def test_real_traces_show_the_application_groups(traces: dict[str, Trace]) -> No
     """VMs 41-53 belong to one application and change load together; 56/58/59 to another; the
     others move on their own. (The sample in tests/data has 41 and 45 of the first group, none
     of the second.)"""
-    groups = [[n for n in g if n in traces] for g in (("41", "45", "53"), ("56", "59"))]
+    groups: list[list[str]] = [
+        [n for n in g if n in traces] for g in (("41", "45", "53"), ("56", "59"))
+    ]
     assert len(groups[0]) >= 2
     loners = [n for n in ("236", "65", "392") if n in traces]
     names = [n for g in groups for n in g] + loners

@@ -81,4 +81,6 @@ def test_mixture_quantiles_match_sampling() -> None:
     )
     for q in (0.025, 0.2, 0.5, 0.975):
         assert d.ppf(q) == pytest.approx(np.quantile(draws, q), abs=0.005)
-    assert d.to_dict()["components"][1] == {"weight": 0.7, "mean": 0.95, "std": 0.03}
+    components = d.to_dict()["components"]
+    assert isinstance(components, list)  # to_dict() is typed dict[str, object]
+    assert components[1] == {"weight": 0.7, "mean": 0.95, "std": 0.03}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forecaster import ForecasterConfig, SeriesForecaster, batch_forecasts
+from forecaster import ForecasterConfig, OneStep, SeriesForecaster, batch_forecasts
 from ppe.traces import Trace
 
 # a bimodal, a variable, an idle, a steady and a short (formerly dead) trace
@@ -13,7 +13,9 @@ NAMES = ("41", "392", "2", "198", "195")
 LENGTH = 1500
 
 
-def online_rows(trace: Trace, cfg: ForecasterConfig, every: int) -> list[tuple[int, object]]:
+def online_rows(
+    trace: Trace, cfg: ForecasterConfig, every: int
+) -> list[tuple[int, OneStep, np.ndarray]]:
     fc = SeriesForecaster(cfg)
     rows = []
     for i, (t, v) in enumerate(
@@ -75,7 +77,7 @@ def test_online_rejects_bad_measurements() -> None:
     assert one.value == 0.5 and one.n == 1 and np.isnan(one.mse)
 
 
-def replay_online(trace: Trace, every: int) -> tuple[np.ndarray, list[tuple[int, object]]]:
+def replay_online(trace: Trace, every: int) -> tuple[np.ndarray, list[tuple[int, OneStep]]]:
     fc = SeriesForecaster()
     members, picks = [], []
     for i, (t, v) in enumerate(

@@ -48,7 +48,8 @@ def test_settle_horizon_stops_at_once_for_a_constant_prediction() -> None:
 def _bimodal(n: int = 4000, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """Idle/saturated epochs of random length, 300 s apart."""
     rng = np.random.default_rng(seed)
-    out, state = [], 1.0
+    out: list[float] = []
+    state = 1.0
     while len(out) < n:
         out.extend([state] * int(rng.integers(5, 60)))
         state = 0.01 if state == 1.0 else 1.0
@@ -72,7 +73,7 @@ def test_first_passage_sees_slow_epochs_a_window_mean_caps() -> None:
     # One analogue: idle for 2 samples, then saturated for 20, then idle. A run needing
     # 4 samples of idle work finishes after 2 + 2/0.01 samples -> far beyond the window.
     xs = np.array([1.0, 1.0] + [1.0, 1.0] + [0.01] * 20 + [1.0] * 30)
-    ts = np.arange(xs.size) * 300.0
+    ts = np.arange(xs.size, dtype=np.float64) * 300.0
     now = ts[-1] + 1.0
     opts = AnalogOptions(
         neighbours=0.0, min_neighbours=1, state_samples=2, unconditional_weight=0.0
@@ -252,7 +253,7 @@ def test_matching_the_epoch_age_separates_fresh_from_settled_idle_hosts() -> Non
 
 def test_relative_analogues_keep_the_present_level() -> None:
     # A steady host whose level drifts: analogues with nearby states are shifted to now's.
-    ts = np.arange(3000) * 300.0
+    ts = np.arange(3000, dtype=np.float64) * 300.0
     xs = np.linspace(0.2, 0.8, ts.size)
     now = float(ts[-1]) + 1.0
     shifted = analog_values(ts, xs, now, 3600.0, AnalogOptions(relative=True, first_passage=False))
@@ -330,7 +331,7 @@ def test_recent_habits_outweigh_old_ones() -> None:
 
     from forecaster.analog import analog_horizon
 
-    ts = np.arange(14 * 288) * 300.0
+    ts = np.arange(14 * 288, dtype=np.float64) * 300.0
     period = np.where(ts < 10 * 86400.0, 3 * 3600.0, 6 * 3600.0)
     busy = np.mod(ts, period) < 3600.0
     xs = np.where(busy, 0.01, 0.98) + np.random.default_rng(5).normal(0.0, 0.005, ts.size)

@@ -3,6 +3,7 @@ the next progress check, judged by the simulator; a re-plan never sees data from
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
@@ -10,7 +11,7 @@ import numpy as np
 from ppe.replay.adaptive import run_adaptive
 from ppe.replay.cases import Case, StrategyOutcome, make_banks, prepare_hosts, run_specs
 from ppe.replay.config import REPLAY_PLAN, ReplayConfig
-from ppe.replay.planning import ReplanOutcome, plan_case
+from ppe.replay.planning import ReplanJob, ReplanOutcome, plan_case
 from ppe.replay.simulate import SimConfig, simulate
 from ppe.replay.workers import Workers
 from ppe.traces import Trace
@@ -81,9 +82,9 @@ def _run(traces: list[Trace], fail_first: bool = False) -> tuple[float, float, l
         run_specs([case], hosts, [plans[0].outcomes["expected"].rows], False),
         config.sim,
     ).makespan[0]
-    calls = []
+    calls: list[int] = []
 
-    def replan_map(kind: str, jobs: list) -> list:
+    def replan_map(kind: str, jobs: Sequence[ReplanJob]) -> list[ReplanOutcome]:
         calls.append(len(jobs))
         if fail_first and len(calls) == 1:
             return [ReplanOutcome(StrategyOutcome(rows=[0, 0, 0], error="boom")) for _ in jobs]

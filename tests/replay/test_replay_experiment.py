@@ -219,6 +219,7 @@ def test_bandwidth_from_trace_is_capacity_minus_recorded_traffic(traces) -> None
     host = prepare_hosts(traces[:1], config)[0]
     tr = traces[0]
     used = (tr.net_rx_kbs + tr.net_tx_kbs) * 1024.0
+    assert host.bandwidth is not None
     np.testing.assert_allclose(host.bandwidth, np.clip(2e5 - used, 1e4, 2e5))
     report = run_experiment(traces, config)
     assert all(math.isfinite(r["actual"]) for r in report["runs"])

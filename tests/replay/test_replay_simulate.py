@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pytest
 
@@ -43,7 +45,14 @@ def test_zero_row_host_leaves_the_chain() -> None:
     assert t == pytest.approx(3 * (20 + 1.5))
 
 
-def _reference(ts, av, rows, bench, start, config) -> float:
+def _reference(
+    ts: Sequence[np.ndarray],
+    av: Sequence[np.ndarray],
+    rows: Sequence[int],
+    bench: Sequence[float],
+    start: float,
+    config: SimConfig,
+) -> float:
     """Slow, obviously-correct walk over segments, one host and phase at a time."""
     phases = (0.5, 0.5) if config.app == "sor" else (1.0,)
     active = [i for i, r in enumerate(rows) if r > 0]
@@ -55,7 +64,7 @@ def _reference(ts, av, rows, bench, start, config) -> float:
     def run(i: int, t: float, w: float) -> float:
         times, rates = list(ts[i]), list(av[i])
         while w > 1e-15:
-            j = max(0, np.searchsorted(times, t, side="right") - 1)
+            j = max(0, int(np.searchsorted(times, t, side="right")) - 1)
             r = rates[j]
             end = times[j + 1] if j + 1 < len(times) and times[j + 1] > t else np.inf
             if t < times[0]:

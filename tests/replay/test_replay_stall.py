@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ppe.replay.simulate import RateBank, RunSpec, SimConfig, simulate
-from scheduler import StochasticHost
+from scheduler import Stochastic, StochasticHost
 from scheduler.problem import Problem
 from scheduler.search import _stall_aware
 from scheduler.synthetic import Mixture, Normal, Point
@@ -17,7 +17,7 @@ PER_ROW = ITERATIONS * N * BENCHMARK  # seconds per row over the run on an idle 
 DEPTH = 40.0  # the risky host's stall: 1/40 of the CPU
 
 
-def _problem(risky_a: object) -> tuple[Problem, np.ndarray, np.ndarray]:
+def _problem(risky_a: Stochastic | float) -> tuple[Problem, np.ndarray, np.ndarray]:
     """The risky host first, then 7 quiet ones; ``rows`` keeps the risky host on 30 % of
     its balanced share (what the solver's linear model does with such a host)."""
     hosts = [StochasticHost("risky", risky_a, Point(0.5))] + [

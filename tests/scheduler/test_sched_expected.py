@@ -7,7 +7,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from scheduler import StochasticHost, schedule, simulate_makespans
+from scheduler import Stochastic, StochasticHost, schedule, simulate_makespans
 from scheduler.problem import SEARCH_STREAM, Problem
 from scheduler.search import _mean_makespan, _solve, minimise, minimise_expected
 from scheduler.synthetic import Mixture, Normal, Point
@@ -44,6 +44,7 @@ def _hosts(seed: int, n: int) -> list[StochasticHost]:
     out = []
     for i in range(n):
         mu = float(rng.uniform(0.5, 2.0))
+        a: Stochastic
         if i % 3 == 0:  # bimodal: sometimes much slower
             a = Mixture((0.9, 0.1), (mu, 4 * mu), (0.05 * mu, 0.5 * mu))
         else:

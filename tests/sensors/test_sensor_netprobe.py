@@ -130,13 +130,11 @@ def test_two_sensors_probing_each_other_both_get_results() -> None:
     for me, other in (("a", "b"), ("b", "a")):
         lock, _ = sides[me]
         peer = Peer(Endpoint("127.0.0.1", sides[other][1].port))
-        prober = Prober(
-            (peer,),
-            lock,
-            period=0.2,
-            stop=stop,
-            on_result=lambda p, res, me=me: got[me].append(res),
-        )
+
+        def record(p: Peer, res: ProbeResult, me: str = me) -> None:
+            got[me].append(res)
+
+        prober = Prober((peer,), lock, period=0.2, stop=stop, on_result=record)
         threads.append(threading.Thread(target=prober.run))
     for t in threads:
         t.start()

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import pytest
@@ -42,6 +42,6 @@ def env(db_url: str) -> Iterator[Env]:
 
 
 @pytest.fixture
-def env_tokens_factory():  # type: ignore[no-untyped-def]
+def env_tokens_factory() -> Callable[[str], dict[str, str]]:
     """Migrate a store and return one fresh token per role."""
     return make_tokens

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -18,8 +19,14 @@ def _slow(calls: list[int], gate: threading.Event, value: Any = "answer") -> Any
     return value
 
 
+def _returns(value: Any) -> Callable[[], Any]:
+    """A compute function answering ``value`` (the memo never looks inside its answers)."""
+    return lambda: value
+
+
 def test_concurrent_misses_compute_once() -> None:
-    memo, calls, gate = PlanMemo(), [], threading.Event()
+    memo, gate = PlanMemo(), threading.Event()
+    calls: list[int] = []
     with ThreadPoolExecutor(8) as pool:
         futures = [pool.submit(memo.answer, "k", lambda: _slow(calls, gate)) for _ in range(8)]
         time.sleep(0.2)  # let every thread reach the memo before the plan finishes
@@ -44,18 +51,24 @@ def test_failure_reaches_every_waiter_and_is_not_memoised() -> None:
         for f in futures:
             with pytest.raises(ValueError, match="no feasible"):
                 f.result()
-    assert memo.answer("k", lambda: "later") == "later"
+    assert memo.answer("k", _returns("later")) == "later"
 
 
 def test_unkeyed_requests_always_compute() -> None:
-    memo, calls = PlanMemo(), []
+    memo = PlanMemo()
+    calls: list[int] = []
+
+    def compute() -> Any:
+        calls.append(1)
+        return None
+
     for _ in range(3):
-        memo.answer(None, lambda: calls.append(1))
+        memo.answer(None, compute)
     assert len(calls) == 3
 
 
 def test_bounded() -> None:
     memo = PlanMemo(answers=2)
     for k in range(3):
-        memo.answer(k, lambda k=k: k)
-    assert memo.answer(0, lambda: "recomputed") == "recomputed"  # the oldest was evicted
+        memo.answer(k, _returns(k))
+    assert memo.answer(0, _returns("recomputed")) == "recomputed"  # the oldest was evicted
