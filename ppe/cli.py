@@ -1,4 +1,8 @@
-"""The `ppe` command: serve, tokens, and the tools other packages provide."""
+"""The `ppe` command: serve, tokens, and the tools other packages provide.
+
+Each subcommand imports what it runs when it runs (store, app, replay), so that `ppe sensor`
+on a host does not load the service, numpy or SQLAlchemy; no import here dodges a cycle.
+"""
 
 from __future__ import annotations
 
