@@ -31,6 +31,7 @@ from __future__ import annotations
 
 from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
+from types import GeneratorType
 from typing import Any, TypeVar, cast
 
 import numpy as np
@@ -300,17 +301,17 @@ def _preorder(node: Node) -> Iterator[Node]:
         stack.extend(reversed(children))
 
 
-#: An evaluation in progress: it yields the sub-evaluations it needs (generators of the same
-#: kind) and is sent their results; :func:`_drive` runs the whole tree of them.
-Steps = Generator[Generator[Any, Any, Any], Any, T]
+#: An evaluation in progress (a generator): it yields what it needs -- a sub-step, or a
+#: value ready at once -- and is sent its result; :func:`_drive` runs the whole tree of them.
+Steps = Generator[Any, Any, T]
 
 
-def _drive(steps: Steps[T]) -> T:
+def _drive(step: Steps[T]) -> T:
     """Run an evaluation with an explicit stack of generators instead of Python recursion,
     so that neither nested expressions nor chains of components can exhaust the
-    interpreter's stack.  Exceptions travel up through every waiting step, as they would
-    through calls; the steps run in the same order calls would."""
-    stack: list[Generator[Any, Any, Any]] = [steps]
+    interpreter's stack.  Steps run in the order calls would; exceptions travel up through
+    every waiting step, as they would through calls."""
+    stack: list[Generator[Any, Any, Any]] = [step]
     value: Any = None
     error: BaseException | None = None
     while True:
@@ -323,7 +324,7 @@ def _drive(steps: Steps[T]) -> T:
             stack.pop()
             if not stack:
                 return cast(T, done.value)
-            value, error = done.value, None
+            value = done.value
             continue
         except BaseException as exc:
             stack.pop()
@@ -331,16 +332,20 @@ def _drive(steps: Steps[T]) -> T:
                 raise
             error = exc
             continue
-        stack.append(sub)
-        value = None
+        if isinstance(sub, GeneratorType):
+            stack.append(sub)
+            value = None
+        else:  # a value that needed no step of its own
+            value = sub
 
 
 class Evaluator:
     """Evaluates one model for one set of parameters, inputs and rows.
 
-    The ``_``-prefixed methods are evaluation steps (:data:`Steps`): where a recursive
-    evaluator would call itself on a subexpression or a component's body, they yield that
-    step and :func:`_drive` sends back its result.  The public methods drive one to the end.
+    Evaluation is iterative: :meth:`_eval` gives a leaf's value at once and any other
+    node's step (a generator, :data:`Steps`); where a recursive evaluator would call itself
+    on a subexpression or a component's body, a step yields that and :func:`_drive` sends
+    back the result.  The public methods drive one evaluation to the end.
     """
 
     def __init__(
@@ -372,16 +377,17 @@ class Evaluator:
         return _drive(self._component(name, args, m))
 
     def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
-        return _drive(self._eval(node, env, m))
+        step = self._eval(node, env, m)
+        return cast(Result, _drive(step) if isinstance(step, GeneratorType) else step)
 
     def num(self, node: Node, env: dict[str, FloatArray], m: int) -> Value:
-        return _drive(self._num(node, env, m))
+        return self._num(self.eval(node, env, m), node)
 
     def det(self, node: Node, env: dict[str, FloatArray], m: int) -> FloatArray:
-        return _drive(self._det(node, env, m))
+        return self._det(self.eval(node, env, m), node)
 
     def cond(self, node: Node, env: dict[str, FloatArray], m: int) -> BoolArray:
-        return _drive(self._cond(node, env, m))
+        return self._cond(self.eval(node, env, m), node)
 
     # components
     def _component(self, name: str, args: list[FloatArray], m: int) -> Steps[Value]:
@@ -411,53 +417,70 @@ class Evaluator:
             raise _err("a component must be a number, not a condition", node)
         return cast(Value, v)
 
-    # expressions
-    def _eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Steps[Result]:
+    # expressions: a leaf's value, or the step computing the node
+    def _eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Steps[Result] | Result:
         if isinstance(node, NumberLit):
             return np.full(m, node.value)
         if isinstance(node, Name):
-            return (yield self._name(node, env, m))
+            nm = node.name
+            if nm in env:
+                return env[nm]
+            if nm in self._alias:
+                return np.full(m, self.params[self._alias[nm]])
+            if nm == "P":
+                return np.full(m, float(self.P))
+            return self._component(nm, [], m)
         if isinstance(node, Index):
-            return (yield self._index(node, env, m))
+            return self._index(node, env, m)
         if isinstance(node, BinOp):
-            left = yield self._num(node.left, env, m)
-            right = yield self._num(node.right, env, m)
-            return self.arith(node, node.op, left, right)
+            return self._binop(node, env, m)
         if isinstance(node, Neg):
-            return lanes.negate((yield self._num(node.operand, env, m)))
+            return self._neg(node, env, m)
         if isinstance(node, Compare):
-            return (yield self._compare(node, env, m))
+            return self._compare(node, env, m)
         if isinstance(node, BoolOp):
-            a = yield self._cond(node.left, env, m)
-            b = yield self._cond(node.right, env, m)
-            return a & b if node.op == "and" else a | b
+            return self._boolop(node, env, m)
         if isinstance(node, Not):
-            return ~(yield self._cond(node.operand, env, m))
+            return self._not(node, env, m)
         if isinstance(node, IfExpr):
-            return (yield self._if_expr(node, env, m))
+            return self._if_expr(node, env, m)
         if isinstance(node, Call):
-            return (yield self._call(node, env, m))
+            return self._call(node, env, m)
         if isinstance(node, Agg):
-            return (yield self._aggregate(node, env, m))
+            return self._aggregate(node, env, m)
         raise TypeError(type(node).__name__)
 
-    def _num(self, node: Node, env: dict[str, FloatArray], m: int) -> Steps[Value]:
-        v = yield self._eval(node, env, m)
+    def _num(self, v: Result, node: Node) -> Value:
         if _is_bool(v):
             raise _err(f"expected a number: {unparse(node)}", node)
         return cast(Value, v)
 
-    def _det(self, node: Node, env: dict[str, FloatArray], m: int) -> Steps[FloatArray]:
-        v = yield self._num(node, env, m)
+    def _det(self, v: Result, node: Node) -> FloatArray:
+        v = self._num(v, node)
         if not lanes.is_det(v):
             raise _err(f"must not be stochastic: {unparse(node)}", node)
         return np.asarray(v, dtype=np.float64)
 
-    def _cond(self, node: Node, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
-        v = yield self._eval(node, env, m)
+    def _cond(self, v: Result, node: Node) -> BoolArray:
         if not _is_bool(v):
             raise _err(f"expected a condition: {unparse(node)}", node)
         return cast(BoolArray, v)
+
+    def _binop(self, node: BinOp, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        left = self._num((yield self._eval(node.left, env, m)), node.left)
+        right = self._num((yield self._eval(node.right, env, m)), node.right)
+        return self.arith(node, node.op, left, right)
+
+    def _neg(self, node: Neg, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        return lanes.negate(self._num((yield self._eval(node.operand, env, m)), node.operand))
+
+    def _boolop(self, node: BoolOp, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
+        a = self._cond((yield self._eval(node.left, env, m)), node.left)
+        b = self._cond((yield self._eval(node.right, env, m)), node.right)
+        return a & b if node.op == "and" else a | b
+
+    def _not(self, node: Not, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
+        return ~self._cond((yield self._eval(node.operand, env, m)), node.operand)
 
     def arith(self, node: Node, op: str, left: Value, right: Value) -> Value:
         try:
@@ -468,19 +491,9 @@ class Evaluator:
             tok = first_token(node)
             raise HandOver(f"{exc.reason} (line {tok.line}: {unparse(node)})") from exc
 
-    def _name(self, node: Name, env: dict[str, FloatArray], m: int) -> Steps[Value]:
-        nm = node.name
-        if nm in env:
-            return env[nm]
-        if nm in self._alias:
-            return np.full(m, self.params[self._alias[nm]])
-        if nm == "P":
-            return np.full(m, float(self.P))
-        return (yield self._component(nm, [], m))
-
     def _compare(self, node: Compare, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
-        a = yield self._det(node.left, env, m)
-        b = yield self._det(node.right, env, m)
+        a = self._det((yield self._eval(node.left, env, m)), node.left)
+        b = self._det((yield self._eval(node.right, env, m)), node.right)
         ops = {
             "<": np.less,
             "<=": np.less_equal,
@@ -492,7 +505,7 @@ class Evaluator:
         return np.asarray(ops[node.op](a, b), dtype=np.bool_)
 
     def _if_expr(self, node: IfExpr, env: dict[str, FloatArray], m: int) -> Steps[Result]:
-        c = yield self._cond(node.cond, env, m)
+        c = self._cond((yield self._eval(node.cond, env, m)), node.cond)
         if c.all():
             return (yield self._eval(node.then, env, m))
         if not c.any():
@@ -506,19 +519,6 @@ class Evaluator:
         return lanes.merge(m, pieces)
 
     # indexing
-    def _indices(self, node: Index, env: dict[str, FloatArray], m: int) -> Steps[list[FloatArray]]:
-        out = []
-        for a in node.args:
-            if isinstance(a, Name) and a.name in env:  # index variables are integers
-                out.append(env[a.name])
-                continue
-            v = yield self._det(a, env, m)
-            if not np.isfinite(v).all() or (v != np.round(v)).any():
-                bad = v[(~np.isfinite(v)) | (v != np.round(v))][0]
-                raise _err(f"index of {node.name} must be an integer, got {bad:g}", a, node.name)
-            out.append(v)
-        return out
-
     def host_index(self, node: Index, v: FloatArray) -> IntArray:
         bad = (v < 0) | (v >= self.P)
         if bad.any():
@@ -530,7 +530,16 @@ class Evaluator:
         return v.astype(np.int64)
 
     def _index(self, node: Index, env: dict[str, FloatArray], m: int) -> Steps[Value]:
-        args = yield self._indices(node, env, m)
+        args = []
+        for a in node.args:
+            if isinstance(a, Name) and a.name in env:  # index variables are integers
+                args.append(env[a.name])
+                continue
+            v = self._det((yield self._eval(a, env, m)), a)
+            if not np.isfinite(v).all() or (v != np.round(v)).any():
+                bad = v[(~np.isfinite(v)) | (v != np.round(v))][0]
+                raise _err(f"index of {node.name} must be an integer, got {bad:g}", a, node.name)
+            args.append(v)
         nm = node.name
         if nm in self.model.definitions:
             return (yield self._component(nm, args, m))
@@ -569,7 +578,7 @@ class Evaluator:
     def _call(self, node: Call, env: dict[str, FloatArray], m: int) -> Steps[Value]:
         vals = []
         for a in node.args:
-            vals.append((yield self._num(a, env, m)))
+            vals.append(self._num((yield self._eval(a, env, m)), a))
         if len(vals) == 1:
             return vals[0]
         k = len(vals)
@@ -594,14 +603,14 @@ class Evaluator:
         if dom.kind == "hosts":
             return np.tile(np.arange(self.P, dtype=np.float64), m), np.full(m, self.P)
         if dom.kind == "neighbours":
-            e = yield self._det(dom.args[0], env, m)
+            e = self._det((yield self._eval(dom.args[0], env, m)), dom.args[0])
             if (e != np.round(e)).any() or ((e < 0) | (e >= self.P)).any():
                 raise _err(f"neighbours(): not a host index: {unparse(dom.args[0])}", dom)
             cand = np.stack([e - 1, e + 1], axis=1)
             valid = (cand >= 0) & (cand < self.P)
             return cand[valid], valid.sum(axis=1)
-        lo = yield self._det(dom.args[0], env, m)
-        hi = yield self._det(dom.args[1], env, m)
+        lo = self._det((yield self._eval(dom.args[0], env, m)), dom.args[0])
+        hi = self._det((yield self._eval(dom.args[1], env, m)), dom.args[1])
         for bound, arg in ((lo, dom.args[0]), (hi, dom.args[1])):
             if not np.all(np.isfinite(bound)) or np.any(bound != np.round(bound)):
                 bad = float(bound[(~np.isfinite(bound)) | (bound != np.round(bound))][0])
@@ -628,7 +637,7 @@ class Evaluator:
         uses_var = node.var in self.model.free_vars.get(id(node.body), frozenset({node.var}))
         if not uses_var:
             counts = yield self._counts(node.domain, env, m)
-            body = yield self._num(node.body, env, m)
+            body = self._num((yield self._eval(node.body, env, m)), node.body)
             if node.op == "sum":
                 return self.arith(node, "*", counts.astype(np.float64), body)
             self.no_empty(node, counts)
@@ -642,7 +651,7 @@ class Evaluator:
         if total == 0:
             self.no_empty(node, counts)
             return np.zeros(m)
-        body = yield self._num(node.body, sub, total)
+        body = self._num((yield self._eval(node.body, sub, total)), node.body)
         full = counts > 0
         starts = (np.cumsum(counts) - counts)[full]
         red = self.reduce(node, node.op, body, starts)

@@ -5,7 +5,7 @@ with Python's ``RecursionError``.  The limits bound every walk over a model: the
 recursion (checked on entry to each nesting level, before it recurses), the checker's and
 ``unparse``'s recursion over one expression's tree, and the work per model.  The evaluator
 itself is iterative (see :mod:`ppe.core.evaluate`).  Real models are far below them: the
-built-in SOR and Jacobi2D models nest 7 levels, define 7 components and chain 4 deep.
+built-in SOR model nests 8 levels, defines 8 components and chains 4 deep (Jacobi2D: 5, 6, 4).
 """
 
 from __future__ import annotations
