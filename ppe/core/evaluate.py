@@ -29,9 +29,10 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Generator, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from types import GeneratorType
+from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -67,6 +68,7 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 BoolArray = npt.NDArray[np.bool_]
 Result = Value | BoolArray
+T = TypeVar("T")
 
 #: Availability floor: FracAvailCPU samples below it are raised to it.
 CPU_FLOOR = 0.01
@@ -256,40 +258,95 @@ def rows_free(model: CompiledModel) -> frozenset[str]:
     hit = _ROWS_FREE.get(model.digest)
     if hit is not None:
         return hit
-    refs: dict[str, set[str]] = {}
-    for name, d in model.definitions.items():
-        found: set[str] = set()
-        _collect_names(d.body, found)
-        refs[name] = found
-    uses: dict[str, bool] = {}
-
-    def depends(name: str) -> bool:
-        if name not in uses:
-            uses[name] = True  # no recursion in a valid model; be safe anyway
-            uses[name] = "rows" in refs[name] or any(
-                depends(r) for r in refs[name] if r in model.definitions
-            )
-        return uses[name]
-
-    out = frozenset(n for n in model.definitions if not depends(n))
+    defs = model.definitions
+    refs = {
+        name: {n.name for n in _preorder(d.body) if isinstance(n, Name | Index)}
+        for name, d in defs.items()
+    }
+    depends: dict[str, bool] = {}
+    for start in defs:  # depth first with an explicit stack: chains may be MAX_CHAIN deep
+        stack, seen = [start], set()
+        while stack:
+            name = stack[-1]
+            if name in depends:
+                stack.pop()
+            elif name not in seen:
+                seen.add(name)
+                stack.extend(
+                    r for r in refs[name] if r in defs and r not in depends and r not in seen
+                )
+            else:
+                stack.pop()
+                # a component still in progress is a cycle: none in a valid model; be safe anyway
+                depends[name] = "rows" in refs[name] or any(
+                    depends.get(r, True) for r in refs[name] if r in defs
+                )
+    out = frozenset(n for n in defs if not depends[n])
     _ROWS_FREE[model.digest] = out
     return out
 
 
-def _collect_names(node: Node, out: set[str]) -> None:
-    if isinstance(node, Name | Index):
-        out.add(node.name)
-    for child in vars(node).values():
-        if isinstance(child, Node):
-            _collect_names(child, out)
-        elif isinstance(child, tuple):
-            for c in child:
-                if isinstance(c, Node):
-                    _collect_names(c, out)
+def _preorder(node: Node) -> Iterator[Node]:
+    """Every node of an expression, parents first and children in text order (iterative)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        children: list[Node] = []
+        for child in vars(n).values():
+            if isinstance(child, Node):
+                children.append(child)
+            elif isinstance(child, tuple):
+                children.extend(c for c in child if isinstance(c, Node))
+        stack.extend(reversed(children))
+
+
+#: An evaluation in progress (a generator): it yields what it needs -- a sub-step, or a
+#: value ready at once -- and is sent its result; :func:`_drive` runs the whole tree of them.
+Steps = Generator[Any, Any, T]
+
+
+def _drive(step: Steps[T]) -> T:
+    """Run an evaluation with an explicit stack of generators instead of Python recursion,
+    so that neither nested expressions nor chains of components can exhaust the
+    interpreter's stack.  Steps run in the order calls would; exceptions travel up through
+    every waiting step, as they would through calls."""
+    stack: list[Generator[Any, Any, Any]] = [step]
+    value: Any = None
+    error: BaseException | None = None
+    while True:
+        try:
+            if error is None:
+                sub = stack[-1].send(value)
+            else:
+                sub, error = stack[-1].throw(error), None
+        except StopIteration as done:
+            stack.pop()
+            if not stack:
+                return cast(T, done.value)
+            value = done.value
+            continue
+        except BaseException as exc:
+            stack.pop()
+            if not stack:
+                raise
+            error = exc
+            continue
+        if isinstance(sub, GeneratorType):
+            stack.append(sub)
+            value = None
+        else:  # a value that needed no step of its own
+            value = sub
 
 
 class Evaluator:
-    """Evaluates one model for one set of parameters, inputs and rows."""
+    """Evaluates one model for one set of parameters, inputs and rows.
+
+    Evaluation is iterative: :meth:`_eval` gives a leaf's value at once and any other
+    node's step (a generator, :data:`Steps`); where a recursive evaluator would call itself
+    on a subexpression or a component's body, a step yields that and :func:`_drive` sends
+    back the result.  The public methods drive one evaluation to the end.
+    """
 
     def __init__(
         self,
@@ -313,10 +370,27 @@ class Evaluator:
         self._rows_free = rows_free(model) if shared is not None else frozenset()
         self._alias = {a: spec.name for spec in model.params for a in (spec.name, *spec.aliases)}
 
-    # components
+    # entry points
     def component(self, name: str, args: list[FloatArray], m: int) -> Value:
         """``name[args]`` for ``m`` lanes (each component body evaluated once per
         distinct index tuple and shared by components with the same formula)."""
+        return _drive(self._component(name, args, m))
+
+    def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
+        step = self._eval(node, env, m)
+        return cast(Result, _drive(step) if isinstance(step, GeneratorType) else step)
+
+    def num(self, node: Node, env: dict[str, FloatArray], m: int) -> Value:
+        return self._num(self.eval(node, env, m), node)
+
+    def det(self, node: Node, env: dict[str, FloatArray], m: int) -> FloatArray:
+        return self._det(self.eval(node, env, m), node)
+
+    def cond(self, node: Node, env: dict[str, FloatArray], m: int) -> BoolArray:
+        return self._cond(self.eval(node, env, m), node)
+
+    # components
+    def _component(self, name: str, args: list[FloatArray], m: int) -> Steps[Value]:
         d = self.model.definitions[name]
         canon = self.model.canonical[name]
         memo = self.shared if self.shared is not None and name in self._rows_free else self.memo
@@ -324,7 +398,7 @@ class Evaluator:
             key = (canon, 0, b"")
             val = memo.get(key)
             if val is None:
-                val = self._as_value(self.eval(d.body, {}, 1), d.body)
+                val = self._as_value((yield self._eval(d.body, {}, 1)), d.body)
                 memo[key] = val
             return lanes.broadcast(val, m)
         uniq, inverse = _unique_rows(args)
@@ -332,7 +406,7 @@ class Evaluator:
         val = memo.get(key)
         if val is None:
             env = {ix: uniq[:, k] for k, ix in enumerate(d.indices)}
-            val = self._as_value(self.eval(d.body, env, uniq.shape[0]), d.body)
+            val = self._as_value((yield self._eval(d.body, env, uniq.shape[0])), d.body)
             memo[key] = val
         if uniq.shape[0] == m and np.array_equal(inverse, np.arange(m)):
             return val
@@ -343,53 +417,70 @@ class Evaluator:
             raise _err("a component must be a number, not a condition", node)
         return cast(Value, v)
 
-    # expressions
-    def eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Result:
+    # expressions: a leaf's value, or the step computing the node
+    def _eval(self, node: Node, env: dict[str, FloatArray], m: int) -> Steps[Result] | Result:
         if isinstance(node, NumberLit):
             return np.full(m, node.value)
         if isinstance(node, Name):
-            return self.name(node, env, m)
+            nm = node.name
+            if nm in env:
+                return env[nm]
+            if nm in self._alias:
+                return np.full(m, self.params[self._alias[nm]])
+            if nm == "P":
+                return np.full(m, float(self.P))
+            return self._component(nm, [], m)
         if isinstance(node, Index):
-            return self.index(node, env, m)
+            return self._index(node, env, m)
         if isinstance(node, BinOp):
-            left = self.num(node.left, env, m)
-            right = self.num(node.right, env, m)
-            return self.arith(node, node.op, left, right)
+            return self._binop(node, env, m)
         if isinstance(node, Neg):
-            return lanes.negate(self.num(node.operand, env, m))
+            return self._neg(node, env, m)
         if isinstance(node, Compare):
-            return self.compare(node, env, m)
+            return self._compare(node, env, m)
         if isinstance(node, BoolOp):
-            a = self.cond(node.left, env, m)
-            b = self.cond(node.right, env, m)
-            return a & b if node.op == "and" else a | b
+            return self._boolop(node, env, m)
         if isinstance(node, Not):
-            return ~self.cond(node.operand, env, m)
+            return self._not(node, env, m)
         if isinstance(node, IfExpr):
-            return self.if_expr(node, env, m)
+            return self._if_expr(node, env, m)
         if isinstance(node, Call):
-            return self.call(node, env, m)
+            return self._call(node, env, m)
         if isinstance(node, Agg):
-            return self.aggregate(node, env, m)
+            return self._aggregate(node, env, m)
         raise TypeError(type(node).__name__)
 
-    def num(self, node: Node, env: dict[str, FloatArray], m: int) -> Value:
-        v = self.eval(node, env, m)
+    def _num(self, v: Result, node: Node) -> Value:
         if _is_bool(v):
             raise _err(f"expected a number: {unparse(node)}", node)
         return cast(Value, v)
 
-    def det(self, node: Node, env: dict[str, FloatArray], m: int) -> FloatArray:
-        v = self.num(node, env, m)
+    def _det(self, v: Result, node: Node) -> FloatArray:
+        v = self._num(v, node)
         if not lanes.is_det(v):
             raise _err(f"must not be stochastic: {unparse(node)}", node)
         return np.asarray(v, dtype=np.float64)
 
-    def cond(self, node: Node, env: dict[str, FloatArray], m: int) -> BoolArray:
-        v = self.eval(node, env, m)
+    def _cond(self, v: Result, node: Node) -> BoolArray:
         if not _is_bool(v):
             raise _err(f"expected a condition: {unparse(node)}", node)
         return cast(BoolArray, v)
+
+    def _binop(self, node: BinOp, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        left = self._num((yield self._eval(node.left, env, m)), node.left)
+        right = self._num((yield self._eval(node.right, env, m)), node.right)
+        return self.arith(node, node.op, left, right)
+
+    def _neg(self, node: Neg, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        return lanes.negate(self._num((yield self._eval(node.operand, env, m)), node.operand))
+
+    def _boolop(self, node: BoolOp, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
+        a = self._cond((yield self._eval(node.left, env, m)), node.left)
+        b = self._cond((yield self._eval(node.right, env, m)), node.right)
+        return a & b if node.op == "and" else a | b
+
+    def _not(self, node: Not, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
+        return ~self._cond((yield self._eval(node.operand, env, m)), node.operand)
 
     def arith(self, node: Node, op: str, left: Value, right: Value) -> Value:
         try:
@@ -400,19 +491,9 @@ class Evaluator:
             tok = first_token(node)
             raise HandOver(f"{exc.reason} (line {tok.line}: {unparse(node)})") from exc
 
-    def name(self, node: Name, env: dict[str, FloatArray], m: int) -> Value:
-        nm = node.name
-        if nm in env:
-            return env[nm]
-        if nm in self._alias:
-            return np.full(m, self.params[self._alias[nm]])
-        if nm == "P":
-            return np.full(m, float(self.P))
-        return self.component(nm, [], m)
-
-    def compare(self, node: Compare, env: dict[str, FloatArray], m: int) -> BoolArray:
-        a = self.det(node.left, env, m)
-        b = self.det(node.right, env, m)
+    def _compare(self, node: Compare, env: dict[str, FloatArray], m: int) -> Steps[BoolArray]:
+        a = self._det((yield self._eval(node.left, env, m)), node.left)
+        b = self._det((yield self._eval(node.right, env, m)), node.right)
         ops = {
             "<": np.less,
             "<=": np.less_equal,
@@ -423,34 +504,21 @@ class Evaluator:
         }
         return np.asarray(ops[node.op](a, b), dtype=np.bool_)
 
-    def if_expr(self, node: IfExpr, env: dict[str, FloatArray], m: int) -> Result:
-        c = self.cond(node.cond, env, m)
+    def _if_expr(self, node: IfExpr, env: dict[str, FloatArray], m: int) -> Steps[Result]:
+        c = self._cond((yield self._eval(node.cond, env, m)), node.cond)
         if c.all():
-            return self.eval(node.then, env, m)
+            return (yield self._eval(node.then, env, m))
         if not c.any():
-            return self.eval(node.orelse, env, m)
+            return (yield self._eval(node.orelse, env, m))
         pieces: list[tuple[IntArray, Value]] = []
         for branch, mask in ((node.then, c), (node.orelse, ~c)):
             idx = np.flatnonzero(mask).astype(np.int64)
             sub = {k: v[idx] for k, v in env.items()}
             # a boolean-valued 'if' merges like any deterministic lanes
-            pieces.append((idx, cast(Value, self.eval(branch, sub, idx.shape[0]))))
+            pieces.append((idx, cast(Value, (yield self._eval(branch, sub, idx.shape[0])))))
         return lanes.merge(m, pieces)
 
     # indexing
-    def indices(self, node: Index, env: dict[str, FloatArray], m: int) -> list[FloatArray]:
-        out = []
-        for a in node.args:
-            if isinstance(a, Name) and a.name in env:  # index variables are integers
-                out.append(env[a.name])
-                continue
-            v = self.det(a, env, m)
-            if not np.isfinite(v).all() or (v != np.round(v)).any():
-                bad = v[(~np.isfinite(v)) | (v != np.round(v))][0]
-                raise _err(f"index of {node.name} must be an integer, got {bad:g}", a, node.name)
-            out.append(v)
-        return out
-
     def host_index(self, node: Index, v: FloatArray) -> IntArray:
         bad = (v < 0) | (v >= self.P)
         if bad.any():
@@ -461,11 +529,20 @@ class Evaluator:
             )
         return v.astype(np.int64)
 
-    def index(self, node: Index, env: dict[str, FloatArray], m: int) -> Value:
-        args = self.indices(node, env, m)
+    def _index(self, node: Index, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        args = []
+        for a in node.args:
+            if isinstance(a, Name) and a.name in env:  # index variables are integers
+                args.append(env[a.name])
+                continue
+            v = self._det((yield self._eval(a, env, m)), a)
+            if not np.isfinite(v).all() or (v != np.round(v)).any():
+                bad = v[(~np.isfinite(v)) | (v != np.round(v))][0]
+                raise _err(f"index of {node.name} must be an integer, got {bad:g}", a, node.name)
+            args.append(v)
         nm = node.name
         if nm in self.model.definitions:
-            return self.component(nm, args, m)
+            return (yield self._component(nm, args, m))
         p = self.host_index(node, args[0])
         if nm == "rows":
             return self.rows[p]
@@ -498,8 +575,10 @@ class Evaluator:
         return lanes.take_lanes(self.banks.link_bank(), slots)
 
     # functions and aggregations
-    def call(self, node: Call, env: dict[str, FloatArray], m: int) -> Value:
-        vals = [self.num(a, env, m) for a in node.args]
+    def _call(self, node: Call, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        vals = []
+        for a in node.args:
+            vals.append(self._num((yield self._eval(a, env, m)), a))
         if len(vals) == 1:
             return vals[0]
         k = len(vals)
@@ -517,21 +596,21 @@ class Evaluator:
             tok = first_token(node)
             raise HandOver(f"{exc.reason} (line {tok.line}: {unparse(node)})") from exc
 
-    def expand(
+    def _expand(
         self, dom: Domain, env: dict[str, FloatArray], m: int
-    ) -> tuple[FloatArray, IntArray]:
+    ) -> Steps[tuple[FloatArray, IntArray]]:
         """Domain values for every lane: (values, counts per outer lane)."""
         if dom.kind == "hosts":
             return np.tile(np.arange(self.P, dtype=np.float64), m), np.full(m, self.P)
         if dom.kind == "neighbours":
-            e = self.det(dom.args[0], env, m)
+            e = self._det((yield self._eval(dom.args[0], env, m)), dom.args[0])
             if (e != np.round(e)).any() or ((e < 0) | (e >= self.P)).any():
                 raise _err(f"neighbours(): not a host index: {unparse(dom.args[0])}", dom)
             cand = np.stack([e - 1, e + 1], axis=1)
             valid = (cand >= 0) & (cand < self.P)
             return cand[valid], valid.sum(axis=1)
-        lo = self.det(dom.args[0], env, m)
-        hi = self.det(dom.args[1], env, m)
+        lo = self._det((yield self._eval(dom.args[0], env, m)), dom.args[0])
+        hi = self._det((yield self._eval(dom.args[1], env, m)), dom.args[1])
         for bound, arg in ((lo, dom.args[0]), (hi, dom.args[1])):
             if not np.all(np.isfinite(bound)) or np.any(bound != np.round(bound)):
                 bad = float(bound[(~np.isfinite(bound)) | (bound != np.round(bound))][0])
@@ -554,16 +633,16 @@ class Evaluator:
         starts = np.cumsum(counts) - counts
         return lo[outer] + (np.arange(total) - starts[outer]), counts
 
-    def aggregate(self, node: Agg, env: dict[str, FloatArray], m: int) -> Value:
+    def _aggregate(self, node: Agg, env: dict[str, FloatArray], m: int) -> Steps[Value]:
         uses_var = node.var in self.model.free_vars.get(id(node.body), frozenset({node.var}))
         if not uses_var:
-            counts = self.counts(node.domain, env, m)
-            body = self.num(node.body, env, m)
+            counts = yield self._counts(node.domain, env, m)
+            body = self._num((yield self._eval(node.body, env, m)), node.body)
             if node.op == "sum":
                 return self.arith(node, "*", counts.astype(np.float64), body)
             self.no_empty(node, counts)
             return body
-        values, counts = self.expand(node.domain, env, m)
+        values, counts = yield self._expand(node.domain, env, m)
         total = int(counts.sum())
         self.check_size(node, total)
         outer = np.repeat(np.arange(m), counts)
@@ -572,7 +651,7 @@ class Evaluator:
         if total == 0:
             self.no_empty(node, counts)
             return np.zeros(m)
-        body = self.num(node.body, sub, total)
+        body = self._num((yield self._eval(node.body, sub, total)), node.body)
         full = counts > 0
         starts = (np.cumsum(counts) - counts)[full]
         red = self.reduce(node, node.op, body, starts)
@@ -583,10 +662,10 @@ class Evaluator:
             m, [(np.flatnonzero(full), red), (np.flatnonzero(~full), np.zeros(int((~full).sum())))]
         )
 
-    def counts(self, dom: Domain, env: dict[str, FloatArray], m: int) -> IntArray:
+    def _counts(self, dom: Domain, env: dict[str, FloatArray], m: int) -> Steps[IntArray]:
         if dom.kind == "hosts":
             return np.full(m, self.P)
-        return self.expand(dom, env, m)[1]
+        return (yield self._expand(dom, env, m))[1]
 
     def no_empty(self, node: Agg, counts: IntArray) -> None:
         if node.op != "sum" and (counts == 0).any():
@@ -659,18 +738,4 @@ def check_requires(model: CompiledModel, values: Mapping[str, float], hosts: int
 
 
 def _names_in(node: Node) -> list[str]:
-    out: list[str] = []
-
-    def walk(n: Node) -> None:
-        if isinstance(n, Name):
-            out.append(n.name)
-        for child in vars(n).values():
-            if isinstance(child, Node):
-                walk(child)
-            elif isinstance(child, tuple):
-                for c in child:
-                    if isinstance(c, Node):
-                        walk(c)
-
-    walk(node)
-    return list(dict.fromkeys(out))
+    return list(dict.fromkeys(n.name for n in _preorder(node) if isinstance(n, Name)))

@@ -25,13 +25,18 @@ Built-in symbols: ``P`` (number of hosts), ``rows[p]``, ``Benchmark[p]``,
 ``sum|max|min(v in DOMAIN: expr)`` with DOMAIN ``hosts``, ``neighbours(p)`` or
 ``lo..hi`` (inclusive).
 
-Modules, each using only those before it: :mod:`.tokens` (tokeniser),
+Limits (:mod:`.limits`, checked while parsing and compiling; over one raises
+:class:`GrammarLimitError`): expressions nest at most ``MAX_DEPTH`` (100) levels, a model
+defines at most ``MAX_DEFINITIONS`` (1 000) components, chained at most ``MAX_CHAIN`` (200) deep.
+
+Modules, each using only those before it: :mod:`.tokens` (tokeniser), :mod:`.limits`,
 :mod:`.nodes` (syntax tree), :mod:`.parser` (text to statements),
 :mod:`.symbols` (built-in names, :class:`CompiledModel`), :mod:`.checker`
 (semantic checks, :func:`compile_model`, :func:`validate_model`).
 """
 
 from .checker import compile_model, validate_model
+from .limits import MAX_CHAIN, MAX_DEFINITIONS, MAX_DEPTH, GrammarLimitError
 from .nodes import (
     Agg,
     BinOp,
@@ -69,6 +74,9 @@ __all__ = [
     "BUILTINS",
     "FUNCTIONS",
     "KEYWORDS",
+    "MAX_CHAIN",
+    "MAX_DEFINITIONS",
+    "MAX_DEPTH",
     "REQUIRED",
     "RESERVED",
     "Agg",
@@ -80,6 +88,7 @@ __all__ = [
     "CompiledModel",
     "Definition",
     "Domain",
+    "GrammarLimitError",
     "IfExpr",
     "Index",
     "Name",

@@ -9,6 +9,7 @@ import re
 from functools import lru_cache
 
 from ..errors import GrammarError
+from .limits import MAX_CHAIN, GrammarLimitError, chain_message
 from .nodes import (
     Agg,
     BinOp,
@@ -200,30 +201,62 @@ class _Checker:
         if want != k:
             self.err(f"{nm!r} takes {want} index(es), got {k}", node.tok, nm)
 
-    # recursion
+    # recursion and chains
     def check_cycles(self) -> list[str]:
-        """Report recursion; return the components in dependency order."""
+        """Report recursion and chains of components deeper than MAX_CHAIN; return the
+        components in dependency order.  A depth-first search with an explicit stack: a chain
+        is only known to be too deep once it has been walked."""
         order: list[str] = []
-        state: dict[str, int] = {}
-
-        def visit(name: str, path: list[str]) -> None:
-            state[name] = 1
-            for ref, tok in self.refs.get(name, []):
-                if ref not in self.defs:
-                    continue
-                if state.get(ref) == 1:
-                    cycle = path[path.index(ref) :] + [name, ref] if ref in path else [name, ref]
-                    chain = " -> ".join(dict.fromkeys(cycle[:-1])) + f" -> {ref}"
-                    self.err(f"recursive definition: {chain}", tok, ref)
-                elif state.get(ref) is None:
-                    visit(ref, path + [name])
-            state[name] = 2
-            order.append(name)
-
-        for name in self.defs:
-            if state.get(name) is None:
-                visit(name, [])
+        state: dict[str, int] = {}  # 1: on the stack, 2: done
+        chain: dict[str, int] = {}  # longest chain of components from each one, itself included
+        for root in self.defs:
+            if root in state:
+                continue
+            state[root] = 1
+            stack = [(root, iter(self.refs.get(root, [])))]
+            while stack:
+                name, pending = stack[-1]
+                for ref, tok in pending:
+                    if ref not in self.defs:
+                        continue
+                    if state.get(ref) == 1:
+                        path = [n for n, _ in stack[:-1]]
+                        cycle = (
+                            path[path.index(ref) :] + [name, ref] if ref in path else [name, ref]
+                        )
+                        shown = " -> ".join(dict.fromkeys(cycle[:-1])) + f" -> {ref}"
+                        self.err(f"recursive definition: {shown}", tok, ref)
+                    elif state.get(ref) is None:
+                        state[ref] = 1
+                        stack.append((ref, iter(self.refs.get(ref, []))))
+                        break
+                else:
+                    stack.pop()
+                    state[name] = 2
+                    order.append(name)
+                    chain[name] = 1 + max((chain.get(r, 0) for r, _ in self.refs[name]), default=0)
+        for name in order:
+            if chain[name] == MAX_CHAIN + 1:  # where a chain first exceeds the limit
+                self.chain_error(name, chain)
         return order
+
+    def chain_error(self, name: str, chain: dict[str, int]) -> None:
+        names = [name]
+        while chain[names[-1]] > 1:  # follow the longest chain down (never a cycle's back edge)
+            below = chain[names[-1]] - 1
+            names.append(next(r for r, _ in self.refs[names[-1]] if chain.get(r) == below))
+        tok = self.defs[name].tok
+        self.errors.append(
+            GrammarLimitError(
+                chain_message(names),
+                limit="chain",
+                maximum=MAX_CHAIN,
+                line=tok.line,
+                column=tok.column,
+                token=tok.text,
+                name=name,
+            )
+        )
 
     # types: returns whether the expression is stochastic
     def typecheck(self, node: Node, want: str) -> bool:
@@ -365,7 +398,9 @@ def compile_model(text: str) -> CompiledModel:
         raise TypeError("model text must be a string")
     stmts, errors = parse(text)
     checker = _Checker(stmts)
-    if stmts:
+    if any(isinstance(e, GrammarLimitError) for e in errors):
+        pass  # over a limit: that is the answer (the text may not even have been read)
+    elif stmts:
         checker.run()
     elif not errors:
         errors.append(GrammarError("the model is empty", line=1, column=1, token=""))

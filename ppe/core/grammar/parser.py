@@ -1,9 +1,23 @@
 """Recursive-descent parser: tokens to statements.  It never ``eval``s; after a syntax error
-it resumes at the next line, so one pass reports every broken statement."""
+it resumes at the next line, so one pass reports every broken statement.
+
+Operators are parsed by precedence with explicit stacks and only brackets, ``if`` and
+aggregations recurse, each one nesting level: the limits of :mod:`.limits` are checked on
+entry to a level and as each node is built, before any deep recursion can happen."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 from ..errors import GrammarError
+from .limits import (
+    MAX_DEFINITIONS,
+    MAX_DEPTH,
+    GrammarLimitError,
+    definitions_message,
+    depth_message,
+)
 from .nodes import (
     Agg,
     BinOp,
@@ -27,12 +41,27 @@ from .tokens import Token, tokenize
 
 _AGG_FUNCS = frozenset({"sum", "max", "min"})
 _CMP_OPS = frozenset({"<", "<=", ">", ">=", "==", "!="})
+# Binding powers, loosest first; _NOT and _NEG are the prefix operators.
+_OR, _AND, _NOT, _CMP, _ADDITIVE, _MUL, _NEG = 1, 2, 3, 4, 5, 6, 7
+_POWER = {"or": _OR, "and": _AND, "+": _ADDITIVE, "-": _ADDITIVE, "*": _MUL, "/": _MUL}
+_POWER.update(dict.fromkeys(_CMP_OPS, _CMP))
+
+
+def _binary_power(tok: Token) -> int | None:
+    if tok.kind == "KW" and tok.text in ("or", "and"):
+        return _POWER[tok.text]
+    if tok.kind == "OP":
+        return _POWER.get(tok.text)
+    return None
 
 
 class _Parser:
     def __init__(self, tokens: list[Token]) -> None:
         self.toks = tokens
         self.i = 0
+        self.level = 0  # nesting levels open (MAX_DEPTH)
+        self.heights: dict[int, int] = {}  # height of each node above 1, by id (this statement)
+        self.definitions = 0  # definitions started (MAX_DEFINITIONS)
 
     # helpers
     @property
@@ -85,6 +114,7 @@ class _Parser:
             if self.at("NEWLINE"):
                 self.advance()
                 continue
+            self.heights.clear()  # ids of a failed statement's nodes may be reused
             try:
                 stmts.append(self.statement())
                 if not self.at("NEWLINE"):
@@ -93,6 +123,8 @@ class _Parser:
                 self.advance()
             except GrammarError as exc:
                 errors.append(exc)
+                if isinstance(exc, GrammarLimitError) and exc.limit == "definitions":
+                    break  # the rest is not read at all
                 while not self.at("NEWLINE") and not self.at("EOF"):
                     self.advance()
         return stmts, errors
@@ -103,6 +135,18 @@ class _Parser:
         if self.at("KW", "require"):
             return self.require()
         if self.at("NAME"):
+            self.definitions += 1
+            if self.definitions > MAX_DEFINITIONS:
+                tok = self.cur
+                raise GrammarLimitError(
+                    definitions_message(),
+                    limit="definitions",
+                    maximum=MAX_DEFINITIONS,
+                    line=tok.line,
+                    column=tok.column,
+                    token=tok.text,
+                    name=tok.text,
+                )
             return self.definition()
         raise self.error("expected 'param', 'require' or a component definition 'Name = ...'")
 
@@ -150,70 +194,105 @@ class _Parser:
         body = self.expr()
         return Definition(name_tok, name_tok.text, tuple(indices), body)
 
-    # expressions (lowest to highest precedence)
+    # expressions
+    @contextmanager
+    def nested(self) -> Iterator[None]:
+        """One nesting level deeper; refused beyond MAX_DEPTH *before* recursing, so the
+        parser (at most 5 frames per level) never nears Python's recursion limit."""
+        self.level += 1
+        try:
+            if self.level > MAX_DEPTH:
+                raise self.depth_error(self.cur)
+            yield
+        finally:
+            self.level -= 1
+
+    def depth_error(self, tok: Token) -> GrammarLimitError:
+        return GrammarLimitError(
+            depth_message(),
+            limit="depth",
+            maximum=MAX_DEPTH,
+            line=tok.line,
+            column=tok.column,
+            token=tok.text,
+        )
+
+    def made(self, node: Node, height: int, at: Token | None = None) -> Node:
+        """Record the height of a new node (its subtree's depth); refuse trees deeper than
+        MAX_DEPTH, which operator chains such as ``1 + 1 + ... + 1`` build without nesting."""
+        if height > MAX_DEPTH:
+            raise self.depth_error(at or node.tok)
+        if height > 1:
+            self.heights[id(node)] = height
+        return node
+
+    def height(self, *nodes: Node) -> int:
+        """1 + the height of the tallest of ``nodes``."""
+        return 1 + max((self.heights.get(id(n), 1) for n in nodes), default=0)
+
     def expr(self) -> Node:
-        if self.at("KW", "if"):
-            tok = self.advance()
-            cond = self.expr()
-            self.expect("KW", "then")
-            then = self.expr()
-            self.expect("KW", "else")
-            orelse = self.expr()
-            return IfExpr(tok, cond, then, orelse)
-        return self.or_expr()
+        with self.nested():
+            if self.at("KW", "if"):
+                tok = self.advance()
+                cond = self.expr()
+                self.expect("KW", "then")
+                then = self.expr()
+                self.expect("KW", "else")
+                orelse = self.expr()
+                return self.made(IfExpr(tok, cond, then, orelse), self.height(cond, then, orelse))
+            return self.operators(_OR)
 
-    def or_expr(self) -> Node:
-        left = self.and_expr()
-        while self.at("KW", "or"):
-            tok = self.advance()
-            left = BoolOp(tok, "or", left, self.and_expr())
-        return left
+    def operators(self, lowest: int) -> Node:
+        """Operands joined by prefix and binary operators that bind at least as tightly as
+        ``lowest``, by operator precedence with explicit stacks: long operator chains cost
+        no recursion.  Precedence, loosest first: ``or``, ``and``, prefix ``not``, one
+        (unchained) comparison, ``+ -``, ``* /``, prefix ``-``; binary operators group left."""
+        operands: list[Node] = []
+        ops: list[tuple[Token, int]] = []  # operator, binding power (_NOT, _NEG: prefix)
+        while True:
+            while True:  # prefix operators, then an atom
+                tok = self.cur
+                if tok.kind == "KW" and tok.text == "not":
+                    # only where the loose grammar allows it: first, or after and/or/not
+                    if (ops[-1][1] if ops else lowest) > _NOT:
+                        break
+                    ops.append((self.advance(), _NOT))
+                elif tok.kind == "OP" and tok.text in ("-", "+"):
+                    ops.append((self.advance(), _NEG))  # a prefix '+' builds no node
+                else:
+                    break
+            operands.append(self.atom())
+            tok = self.cur
+            power = _binary_power(tok)
+            if power is None or power < lowest:
+                break
+            while ops and ops[-1][1] >= power:
+                if power == _CMP and ops[-1][1] == _CMP:
+                    raise self.error("comparisons cannot be chained; use 'and'")
+                self.reduce(ops, operands)
+            ops.append((self.advance(), power))
+        while ops:
+            self.reduce(ops, operands)
+        return operands[0]
 
-    def and_expr(self) -> Node:
-        left = self.not_expr()
-        while self.at("KW", "and"):
-            tok = self.advance()
-            left = BoolOp(tok, "and", left, self.not_expr())
-        return left
-
-    def not_expr(self) -> Node:
-        if self.at("KW", "not"):
-            tok = self.advance()
-            return Not(tok, self.not_expr())
-        return self.compare()
-
-    def compare(self) -> Node:
-        left = self.additive()
-        if self.cur.kind == "OP" and self.cur.text in _CMP_OPS:
-            tok = self.advance()
-            right = self.additive()
-            if self.cur.kind == "OP" and self.cur.text in _CMP_OPS:
-                raise self.error("comparisons cannot be chained; use 'and'")
-            return Compare(tok, tok.text, left, right)
-        return left
-
-    def additive(self) -> Node:
-        left = self.term()
-        while self.cur.kind == "OP" and self.cur.text in "+-":
-            tok = self.advance()
-            left = BinOp(tok, tok.text, left, self.term())
-        return left
-
-    def term(self) -> Node:
-        left = self.unary()
-        while self.cur.kind == "OP" and self.cur.text in "*/":
-            tok = self.advance()
-            left = BinOp(tok, tok.text, left, self.unary())
-        return left
-
-    def unary(self) -> Node:
-        if self.at("OP", "-"):
-            tok = self.advance()
-            return Neg(tok, self.unary())
-        if self.at("OP", "+"):
-            self.advance()
-            return self.unary()
-        return self.atom()
+    def reduce(self, ops: list[tuple[Token, int]], operands: list[Node]) -> None:
+        tok, power = ops.pop()
+        if power in (_NOT, _NEG):
+            if tok.text == "+":
+                return
+            operand = operands.pop()
+            node: Node = Not(tok, operand) if power == _NOT else Neg(tok, operand)
+            operands.append(self.made(node, self.height(operand)))
+            return
+        right = operands.pop()
+        left = operands.pop()
+        if power == _CMP:
+            node = Compare(tok, tok.text, left, right)
+        elif power in (_OR, _AND):
+            node = BoolOp(tok, tok.text, left, right)
+        else:
+            node = BinOp(tok, tok.text, left, right)
+        operands.append(self.made(node, self.height(left, right)))
 
     def atom(self) -> Node:
         tok = self.cur
@@ -224,18 +303,19 @@ class _Parser:
             opener = self.advance()
             inner = self.expr()
             self.close(opener, ")")
-            return inner
+            # the brackets are a level too (the parser nested for them)
+            return self.made(inner, self.height(inner), opener)
         if tok.kind == "NAME":
             self.advance()
             if self.at("OP", "["):
                 args = self.arglist(self.advance(), "]")
-                return Index(tok, tok.text, args)
+                return self.made(Index(tok, tok.text, args), self.height(*args))
             if self.at("OP", "("):
                 opener = self.advance()
                 if tok.text in _AGG_FUNCS and self.at("NAME") and self.peek().text == "in":
                     return self.aggregation(tok, opener)
                 args = self.arglist(opener, ")")
-                return Call(tok, tok.text, args)
+                return self.made(Call(tok, tok.text, args), self.height(*args))
             return Name(tok, tok.text)
         if tok.kind in ("NEWLINE", "EOF"):
             raise self.error("expression ends too early")
@@ -249,14 +329,14 @@ class _Parser:
         self.close(opener, close)
         return tuple(args)
 
-    def aggregation(self, tok: Token, opener: Token) -> Agg:
+    def aggregation(self, tok: Token, opener: Token) -> Node:
         var = self.advance().text
         self.expect("KW", "in")
         domain = self.domain()
         self.expect("OP", ":", what="':' before the aggregated expression")
         body = self.expr()
         self.close(opener, ")")
-        return Agg(tok, tok.text, var, domain, body)
+        return self.made(Agg(tok, tok.text, var, domain, body), self.height(domain, body))
 
     def domain(self) -> Domain:
         tok = self.cur
@@ -268,11 +348,16 @@ class _Parser:
             opener = self.advance()
             arg = self.expr()
             self.close(opener, ")")
-            return Domain(tok, "neighbours", (arg,))
-        lo = self.additive()
-        self.expect("OP", "..", what="a domain: 'hosts', 'neighbours(p)' or 'lo..hi'")
-        hi = self.additive()
-        return Domain(tok, "range", (lo, hi))
+            node = Domain(tok, "neighbours", (arg,))
+        else:
+            with self.nested():
+                lo = self.operators(_ADDITIVE)
+            self.expect("OP", "..", what="a domain: 'hosts', 'neighbours(p)' or 'lo..hi'")
+            with self.nested():
+                hi = self.operators(_ADDITIVE)
+            node = Domain(tok, "range", (lo, hi))
+        self.made(node, self.height(*node.args))
+        return node
 
 
 def parse(text: str) -> tuple[list[Statement], list[GrammarError]]:
