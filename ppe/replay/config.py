@@ -136,15 +136,20 @@ class Bound:
                 raise ValueError(f"{key} must be a list of names, got {value!r:.80}")
             names = tuple(os.fspath(n) for n in names if n)
             if self.hi is not None and len(names) > self.hi:
-                raise ValueError(f"{key}: at most {self.hi:g} names, got {len(names)}")
+                raise ValueError(f"{key}: at most {self.hi:.0f} names, got {len(names)}")
             return names
         if not isinstance(value, str):
             raise ValueError(f"{key} must be a string, got {type(value).__name__}")
         if self.choices and value not in self.choices:
             raise ValueError(f"{key} must be one of {', '.join(self.choices)}, got {value!r:.80}")
         if self.hi is not None and len(value) > self.hi:
-            raise ValueError(f"{key}: at most {self.hi:g} characters")
+            raise ValueError(f"{key}: at most {self.hi:.0f} characters")
         return value
+
+    def _show(self, x: float | None) -> str:
+        if x is None:
+            return "(no bound)"
+        return str(int(x)) if self.kind == "int" else f"{x:g}"
 
     def _number(self, key: str, value: Any) -> float | int:
         kind = "an integer" if self.kind == "int" else "a number"
@@ -159,7 +164,8 @@ class Bound:
         else:
             value = float(value)
         if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
-            raise ValueError(f"{key} must be between {self.lo:g} and {self.hi:g}, got {value:g}")
+            lo, hi, got = (self._show(x) for x in (self.lo, self.hi, value))
+            raise ValueError(f"{key} must be between {lo} and {hi}, got {got}")
         return value
 
 

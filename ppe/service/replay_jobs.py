@@ -163,11 +163,11 @@ def job_config(config: dict[str, Any], settings: Settings) -> ReplayConfig:
         raise JobError("scheduler_address is set by the server (--dask-scheduler), not a request")
     if config.get("start_method") is not None:
         raise JobError("start_method is chosen by the server, not a request")
-    cfg = ReplayConfig.from_flat(config, replay_limits(settings))
-    if cfg.executor == "dask":
+    if config.get("executor") == "dask":
         if not settings.dask_scheduler:
             raise JobError("executor 'dask' needs a server started with --dask-scheduler")
-        cfg = replace(cfg, scheduler_address=settings.dask_scheduler)
+        config = {**config, "scheduler_address": settings.dask_scheduler}
+    cfg = ReplayConfig.from_flat(config, replay_limits(settings))
     if cfg.workers == 0:
         cfg = replace(cfg, workers=settings.replay_max_workers)
     return cfg
@@ -186,7 +186,7 @@ def public_error(exc: BaseException, hide: list[Path]) -> str:
     directories in ``hide``, then any other absolute directory part)."""
     text = f"{type(exc).__name__}: {exc}"
     for folder in sorted({str(p) for p in hide}, key=len, reverse=True):
-        text = text.replace(folder + os.sep, "").replace(folder, "")
+        text = text.replace(folder + os.sep, "")
     return _ABS_DIRS.sub("", text)[:2000]
 
 
