@@ -49,6 +49,11 @@ def build_parser() -> argparse.ArgumentParser:
         default=[],
         help="directory of server-side traces replay jobs may use",
     )
+    serve.add_argument(
+        "--dask-scheduler",
+        default=None,
+        help="Dask scheduler (tcp://host:8786) replay jobs may run on with executor 'dask'",
+    )
     serve.add_argument("--log-level", default="info")
 
     token = sub.add_parser("token", help="manage API tokens")
@@ -79,6 +84,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ["PPE_DEMO_AUTH"] = "1" if args.demo_auth else ""
     if args.trace_dir:
         os.environ["PPE_TRACE_DIRS"] = os.pathsep.join(args.trace_dir)
+    if args.dask_scheduler:
+        os.environ["PPE_DASK_SCHEDULER"] = args.dask_scheduler
     print(f"PPE serving on http://{args.host}:{args.port} (store: {url})", flush=True)
     with _worker_metrics(args.workers):
         uvicorn.run(

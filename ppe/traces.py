@@ -19,12 +19,18 @@ Malformed input raises :class:`TraceFormatError` naming the file and the 1-based
 
 from __future__ import annotations
 
+import contextlib
 import gzip
+import io
+import itertools
 import math
 import os
-from collections.abc import Iterable, Sequence
+import zlib
+from array import array
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 from numpy.typing import NDArray
@@ -51,6 +57,25 @@ class TraceFormatError(ValueError):
         self.line = line
         self.reason = reason
         super().__init__(f"{self.path}:{line}: {reason}")
+
+
+class TraceTooLarge(TraceFormatError):
+    """A trace is over a :class:`TraceLimits` bound: too big to read, not malformed (a service
+    answers 413 for it, 422 for other format errors)."""
+
+
+@dataclass(frozen=True)
+class TraceLimits:
+    """What reading traces may cost. A service reads files its callers sent: a 3 MB gzip can
+    unpack to gigabytes, so reading stops at these bounds instead of at the memory's end.
+    ``max_bytes`` counts decompressed bytes per file, ``max_rows`` data rows per file,
+    ``max_line`` bytes per line (a file without line breaks), ``max_total_rows`` the rows of
+    every file one :func:`read_traces` call reads."""
+
+    max_bytes: int = 50 * 2**20
+    max_rows: int = 1_000_000
+    max_line: int = 64 * 2**10
+    max_total_rows: int = 5_000_000
 
 
 def availability_from_usage(usage_pct: FloatArray) -> FloatArray:
@@ -122,28 +147,15 @@ def trace_name(path: str | os.PathLike[str]) -> str:
     return name
 
 
-def _read_lines(path: Path) -> list[str]:
-    try:
-        if path.name.endswith(".gz"):
-            with gzip.open(path, "rt", encoding="utf-8", errors="strict", newline="") as fh:
-                text = fh.read()
-        else:
-            text = path.read_text(encoding="utf-8")
-    except (OSError, EOFError, UnicodeDecodeError) as exc:
-        raise TraceFormatError(path, 0, f"cannot read file: {exc}") from exc
-    return text.splitlines()
+def _size(n: int) -> str:
+    return f"{n / 2**20:g} MiB" if n >= 2**20 else f"{n} bytes"
 
 
-def _first_content_line(lines: Sequence[str]) -> int:
-    for i, line in enumerate(lines):
-        if line.strip():
-            return i
-    return -1
-
-
-def _is_gwa(lines: Sequence[str]) -> bool:
-    i = _first_content_line(lines)
-    return i >= 0 and ";" in lines[i]
+def _why(exc: BaseException) -> str:
+    """The reason without the file's path (the caller names the file its own way)."""
+    if isinstance(exc, OSError) and exc.filename is not None:
+        return exc.strerror or type(exc).__name__
+    return str(exc) or type(exc).__name__
 
 
 def _number(text: str, path: Path, lineno: int, column: str) -> float:
@@ -156,62 +168,148 @@ def _number(text: str, path: Path, lineno: int, column: str) -> float:
     return value
 
 
-def _parse_gwa(path: Path, lines: Sequence[str]) -> FloatArray:
-    """Rows of (timestamp, cores, capacity, usage %, rx, tx); rx/tx NaN when absent."""
-    start = _first_content_line(lines)
-    header = lines[start]
-    if "timestamp" not in header.lower():
-        raise TraceFormatError(path, start + 1, "GWA-T-12 header line expected")
-    rows: list[tuple[float, float, float, float, float, float]] = []
-    for idx in range(start + 1, len(lines)):
-        line = lines[idx]
-        if not line.strip():
-            continue
-        lineno = idx + 1
-        parts = line.split(";")
-        if len(parts) < _GWA_MIN_FIELDS:
-            raise TraceFormatError(
-                path,
-                lineno,
-                f"expected at least {_GWA_MIN_FIELDS} ';'-separated fields, got {len(parts)}",
-            )
-        ts = _number(parts[0], path, lineno, "timestamp")
-        cores = _number(parts[1], path, lineno, "CPU cores")
-        cap = _number(parts[2], path, lineno, "CPU capacity")
-        usage = _number(parts[4], path, lineno, "CPU usage [%]")
-        if usage < 0:
-            raise TraceFormatError(path, lineno, f"CPU usage [%]: negative: {usage}")
-        rx = _number(parts[_GWA_NET_RX], path, lineno, "net rx") if len(parts) > 10 else math.nan
-        tx = _number(parts[_GWA_NET_TX], path, lineno, "net tx") if len(parts) > 10 else math.nan
-        rows.append((ts, cores, cap, usage, rx, tx))
-    if not rows:
-        raise TraceFormatError(path, start + 1, "no data rows")
-    return np.asarray(rows, dtype=np.float64)
+class _Over(Exception):
+    """The decompressed byte budget of one file ran out (raised from inside the io stack)."""
 
 
-def _parse_generic(path: Path, lines: Sequence[str]) -> FloatArray:
-    """Rows of (timestamp, value) from ``timestamp,value`` CSV with an optional header."""
-    rows: list[tuple[float, float]] = []
-    seen_content = False
-    for idx, line in enumerate(lines):
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        lineno = idx + 1
-        parts = line.split(",")
-        if len(parts) < 2:
-            raise TraceFormatError(path, lineno, "expected 'timestamp,value'")
-        if not seen_content:
-            seen_content = True
-            try:
-                float(parts[0])
-            except ValueError:
-                continue  # header line
-        ts = _number(parts[0], path, lineno, "timestamp")
-        value = _number(parts[1], path, lineno, "value")
-        rows.append((ts, value))
-    if not rows:
-        raise TraceFormatError(path, max(len(lines), 1), "no data rows")
-    return np.asarray(rows, dtype=np.float64)
+class _CountingReader(io.RawIOBase):
+    """Raw binary stream that counts what it hands on and stops past ``limit`` bytes."""
+
+    def __init__(self, inner: BinaryIO | gzip.GzipFile, limit: int | None) -> None:
+        self.inner, self.limit, self.count = inner, limit, 0
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        data = self.inner.read(len(buffer))
+        n = len(data)
+        self.count += n
+        if self.limit is not None and self.count > self.limit:
+            raise _Over
+        buffer[:n] = data
+        return n
+
+
+class _Reader:
+    """Parses one file as it reads it: its format, then its data rows one at a time.
+
+    Lines are read one by one through a byte counter (never the whole file), so memory is
+    one line plus the rows kept by the caller, whatever the file unpacks to.
+    """
+
+    def __init__(self, path: Path, limits: TraceLimits | None) -> None:
+        self.path, self.limits = path, limits
+        self.gwa = False
+        self.lineno = 0
+        self._no_rows_line = 1
+
+    def _lines(self) -> Iterator[str]:
+        """The file's lines without their line breaks; UTF-8, universal newlines."""
+        limits = self.limits
+        gz = self.path.name.endswith(".gz")
+        try:
+            with contextlib.ExitStack() as stack:
+                raw: BinaryIO | gzip.GzipFile = stack.enter_context(self.path.open("rb"))
+                if gz:
+                    raw = stack.enter_context(gzip.GzipFile(fileobj=raw, mode="rb"))
+                counted = _CountingReader(raw, limits.max_bytes if limits else None)
+                text = io.TextIOWrapper(io.BufferedReader(counted), "utf-8", newline=None)
+                while True:
+                    line = text.readline(limits.max_line + 1 if limits else -1)
+                    if not line:
+                        return
+                    self.lineno += 1
+                    body = line[:-1] if line.endswith("\n") else line
+                    if limits and len(body) > limits.max_line:
+                        raise TraceTooLarge(
+                            self.path,
+                            self.lineno,
+                            f"line longer than {limits.max_line} characters (the limit per line)",
+                        )
+                    yield body
+        except _Over:
+            assert limits is not None
+            raise TraceTooLarge(
+                self.path,
+                self.lineno + 1,
+                f"more than {_size(limits.max_bytes)} once decompressed (the limit per file)",
+            ) from None
+        except (OSError, EOFError, UnicodeDecodeError, zlib.error) as exc:
+            reason = f"cannot read file: {_why(exc)}"
+            raise TraceFormatError(self.path, self.lineno + 1, reason) from None
+
+    def rows(self) -> Iterator[tuple[float, ...]]:
+        """Data rows: GWA-T-12 ``(timestamp, cores, capacity, usage %, rx, tx)`` (rx/tx NaN
+        when absent) or generic ``(timestamp, value)``; :attr:`gwa` says which once the first
+        line is read."""
+        lines = self._lines()
+        for line in lines:
+            if line.strip():
+                break
+        else:
+            raise TraceFormatError(self.path, 1, "empty file")
+        self.gwa = ";" in line
+        parse = self._gwa_rows if self.gwa else self._generic_rows
+        count = 0
+        max_rows = self.limits.max_rows if self.limits else None
+        for row in parse(line, lines):
+            count += 1
+            if max_rows is not None and count > max_rows:
+                raise TraceTooLarge(
+                    self.path, self.lineno, f"more than {max_rows} data rows (the limit per file)"
+                )
+            yield row
+        if not count:
+            raise TraceFormatError(self.path, self._no_rows_line, "no data rows")
+
+    def _gwa_rows(self, header: str, lines: Iterator[str]) -> Iterator[tuple[float, ...]]:
+        path = self.path
+        if "timestamp" not in header.lower():
+            raise TraceFormatError(path, self.lineno, "GWA-T-12 header line expected")
+        self._no_rows_line = self.lineno
+        for line in lines:
+            if not line.strip():
+                continue
+            lineno = self.lineno
+            parts = line.split(";")
+            if len(parts) < _GWA_MIN_FIELDS:
+                raise TraceFormatError(
+                    path,
+                    lineno,
+                    f"expected at least {_GWA_MIN_FIELDS} ';'-separated fields, got {len(parts)}",
+                )
+            ts = _number(parts[0], path, lineno, "timestamp")
+            cores = _number(parts[1], path, lineno, "CPU cores")
+            cap = _number(parts[2], path, lineno, "CPU capacity")
+            usage = _number(parts[4], path, lineno, "CPU usage [%]")
+            if usage < 0:
+                raise TraceFormatError(path, lineno, f"CPU usage [%]: negative: {usage}")
+            has_net = len(parts) > _GWA_NET_TX
+            rx = _number(parts[_GWA_NET_RX], path, lineno, "net rx") if has_net else math.nan
+            tx = _number(parts[_GWA_NET_TX], path, lineno, "net tx") if has_net else math.nan
+            yield (ts, cores, cap, usage, rx, tx)
+
+    def _generic_rows(self, first: str, lines: Iterator[str]) -> Iterator[tuple[float, ...]]:
+        path = self.path
+        header_checked = False
+        for line in itertools.chain([first], lines):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            lineno = self.lineno
+            parts = line.split(",")
+            if len(parts) < 2:
+                raise TraceFormatError(path, lineno, "expected 'timestamp,value'")
+            if not header_checked:
+                header_checked = True
+                try:
+                    float(parts[0])
+                except ValueError:
+                    continue  # header line
+            ts = _number(parts[0], path, lineno, "timestamp")
+            value = _number(parts[1], path, lineno, "value")
+            yield (ts, value)
+        self._no_rows_line = max(self.lineno, 1)
 
 
 def _dedupe_sorted(ts: FloatArray) -> tuple[NDArray[np.intp], int]:
@@ -223,19 +321,27 @@ def _dedupe_sorted(ts: FloatArray) -> tuple[NDArray[np.intp], int]:
     return order[first], int(sorted_ts.size - first.sum())
 
 
-def read_trace(path: str | os.PathLike[str]) -> Trace:
-    """Read one GWA-T-12 or ``timestamp,value`` trace (plain or ``.gz``).
+def read_trace(path: str | os.PathLike[str], limits: TraceLimits | None = None) -> Trace:
+    """Read one GWA-T-12 or ``timestamp,value`` trace (plain or ``.gz``), streaming.
 
     For generic CSV the value is CPU availability when all values lie in ``[0, 1]``, otherwise CPU
-    usage in percent.
+    usage in percent. ``limits`` (None: unbounded, for local files) stops at a size bound with
+    :class:`TraceTooLarge`.
     """
     p = Path(path)
-    lines = _read_lines(p)
-    if _first_content_line(lines) < 0:
-        raise TraceFormatError(p, 1, "empty file")
-    if _is_gwa(lines):
-        return _gwa_trace(p, _parse_gwa(p, lines))
-    return _generic_trace(p, _parse_generic(p, lines))
+    reader = _Reader(p, limits)
+    data = array("d")
+    for row in reader.rows():
+        data.extend(row)
+    rows = np.frombuffer(data, dtype=np.float64).reshape(-1, 6 if reader.gwa else 2)
+    return _gwa_trace(p, rows) if reader.gwa else _generic_trace(p, rows)
+
+
+def check_trace(path: str | os.PathLike[str], limits: TraceLimits) -> int:
+    """Parse a whole file as :func:`read_trace` would, within ``limits``, keeping nothing;
+    returns its number of data rows. For vetting a file before accepting it: memory is one
+    line, time at most ``limits.max_bytes`` of parsing."""
+    return sum(1 for _ in _Reader(Path(path), limits).rows())
 
 
 def _gwa_trace(path: Path, rows: FloatArray) -> Trace:
@@ -307,6 +413,18 @@ def expand_paths(paths_or_dirs: Iterable[str | os.PathLike[str]]) -> list[Path]:
     return out
 
 
-def read_traces(paths_or_dirs: Iterable[str | os.PathLike[str]]) -> list[Trace]:
-    """Read every trace named (a directory means all trace files inside it, sorted)."""
-    return [read_trace(p) for p in expand_paths(paths_or_dirs)]
+def read_traces(
+    paths_or_dirs: Iterable[str | os.PathLike[str]], limits: TraceLimits | None = None
+) -> list[Trace]:
+    """Read every trace named (a directory means all trace files inside it, sorted); with
+    ``limits``, each file within its bounds and all of them within ``max_total_rows``."""
+    out: list[Trace] = []
+    total = 0
+    for p in expand_paths(paths_or_dirs):
+        out.append(read_trace(p, limits))
+        total += len(out[-1]) + out[-1].duplicates_dropped
+        if limits and total > limits.max_total_rows:
+            raise TraceTooLarge(
+                p, 0, f"the traces hold more than {limits.max_total_rows} rows together (the limit)"
+            )
+    return out

@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from ppe.replay.config import APPS, ReplayConfig
+from ppe.replay.config import APPS, DEFAULT_REPLAN, LOCAL_LIMITS, ReplayConfig
 from ppe.replay.experiment import run_experiment
 from ppe.replay.report import format_table, write_report
 from ppe.traces import TraceFormatError, read_traces
@@ -34,8 +34,10 @@ FLAGS: dict[str, dict[str, Any]] = {
     "strategies": {"type": _names, "help": "comma-separated strategies"},
     "replan": {
         "type": _names,
+        "default": None,
         "help": "strategies also run as an application that re-plans when behind "
-        "(reported as <strategy>+replan; '' for none)",
+        f"(reported as <strategy>+replan; '' for none; default: those of "
+        f"{','.join(DEFAULT_REPLAN)} among --strategies)",
     },
     "replan_every_s": {
         "type": float,
@@ -100,7 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
         name = flag(key)
         if not {"choices", "action"} & set(options):  # the metavar argparse would derive
             options = {"metavar": name[2:].replace("-", "_").upper(), **options}
-        p.add_argument(name, dest=key, default=defaults[key], **options)
+        p.add_argument(name, dest=key, **{"default": defaults[key], **options})
     p.add_argument("--no-runs", action="store_true", help="leave per-run records out of the JSON")
     p.add_argument("--out", default=None, help="JSON report path")
     p.add_argument("--html", default=None, help="HTML report path")
@@ -109,12 +111,14 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> ReplayConfig:
+    """The flags as flat settings, within :data:`LOCAL_LIMITS` (this machine's own run);
+    without ``--replan``, ``from_flat`` picks the re-planned strategies from ``--strategies``."""
+    flat = {key: getattr(args, key) for key in FLAGS}
+    if flat["replan"] is None:
+        del flat["replan"]
     return ReplayConfig.from_flat(
-        {
-            "traces": args.traces,
-            **{key: getattr(args, key) for key in FLAGS},
-            "include_runs": not args.no_runs or bool(args.html),
-        }
+        {"traces": args.traces, **flat, "include_runs": not args.no_runs or bool(args.html)},
+        LOCAL_LIMITS,
     )
 
 

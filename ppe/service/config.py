@@ -32,6 +32,18 @@ class Settings:
     # Threads that run request handlers in each worker. Planning is CPU-bound Python: more
     # threads than cores only trade throughput for GIL contention.
     request_threads: int = 4
+    # Replay jobs. A Dask scheduler the server's own jobs may use (None: "dask" is refused);
+    # callers never name one, so the server connects only where its operator said.
+    dask_scheduler: str | None = None
+    # Most processes one replay job may use (a request's 0, "all cores", means this many).
+    replay_max_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
+    # Uploaded traces of one request: compressed bytes in all and number of files.
+    max_upload_bytes: int = 64 * 2**20
+    max_upload_files: int = 256
+    # Any trace a job reads: decompressed bytes and data rows per file, rows of all files.
+    trace_max_bytes: int = 50 * 2**20
+    trace_max_rows: int = 1_000_000
+    trace_max_total_rows: int = 5_000_000
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -44,4 +56,21 @@ class Settings:
             migrate_on_start=os.environ.get("PPE_SKIP_MIGRATIONS", "") != "1",
             trace_dirs=dirs,
             request_threads=int(os.environ.get("PPE_REQUEST_THREADS", "4")),
+            dask_scheduler=os.environ.get("PPE_DASK_SCHEDULER") or None,
+            **{
+                name: int(os.environ[env])
+                for name, env in _INT_ENV.items()
+                if os.environ.get(env, "").strip()
+            },
         )
+
+
+#: Integer settings read from the environment when set (else the defaults above).
+_INT_ENV = {
+    "replay_max_workers": "PPE_REPLAY_MAX_WORKERS",
+    "max_upload_bytes": "PPE_MAX_UPLOAD_BYTES",
+    "max_upload_files": "PPE_MAX_UPLOAD_FILES",
+    "trace_max_bytes": "PPE_TRACE_MAX_BYTES",
+    "trace_max_rows": "PPE_TRACE_MAX_ROWS",
+    "trace_max_total_rows": "PPE_TRACE_MAX_TOTAL_ROWS",
+}

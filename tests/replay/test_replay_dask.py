@@ -23,6 +23,7 @@ def test_dask_cluster_matches_serial() -> None:
         hosts=3,
         starts=4,
         strategies=["mean", "conservative"],
+        replan=["expected"],
         benchmark=2e-5,
         schedule_samples=500,
         predict_samples=1000,
@@ -38,6 +39,6 @@ def test_dask_cluster_matches_serial() -> None:
         )
     assert on_dask["strategies"] == serial["strategies"]
     assert on_dask["runs"] == serial["runs"]
-    # 4 starts x (2 static strategies + expected re-planning, the default `replan`)
+    # 4 starts x (2 static strategies + expected re-planning)
     assert len(serial["runs"]) == 12
     assert {r["strategy"] for r in serial["runs"]} == {"mean", "conservative", "expected+replan"}

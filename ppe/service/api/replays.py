@@ -4,19 +4,47 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, BinaryIO
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from python_multipart.exceptions import FormParserError
+from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy import select
-from starlette.datastructures import UploadFile
+from starlette.concurrency import run_in_threadpool
 
 from ppe.service.auth import OPERATE, READ, require
+from ppe.service.config import Settings
 from ppe.service.deps import ReplayRunnerDep, SessionDep, SettingsDep
-from ppe.service.replay_jobs import JobError, ReplayRunner, discard, resolve_traces
+from ppe.service.replay_jobs import JobError, TooLarge, upload_name
 from ppe.service.store.models import ReplayJob
 
 router = APIRouter(tags=["replays"])
-MAX_UPLOAD_BYTES = 64 * 1024 * 1024
+
+#: Largest JSON body, and largest `config` field of a multipart body: settings, not data.
+MAX_CONFIG_BYTES = 64 * 2**10
+#: Room for multipart boundaries and part headers on top of the files' bytes.
+MULTIPART_SLACK = 2**20
+
+POST_DESCRIPTION = """Start a replay job (202 with its URL); follow it with `GET /replays/{id}`.
+
+Either a JSON object of replay settings (the flat keys of `ppe replay`, `ppe.replay.config.
+FLAT_KEYS`) whose `traces` name files or folders under the server's trace directories, or
+`multipart/form-data` with `config` (that JSON object, without `traces`) and one or more
+`files` (`NAME.csv`, `.csv.gz`, `.txt`, `.txt.gz`: GWA-T-12 or `timestamp,value`).
+
+Strategies: `strategies` names the static strategies; `replan` those also run as an
+application that re-plans when behind (`<name>+replan`). Without `replan`, a request that
+names `strategies` re-plans only those of them among the default (`expected`): `["mean"]`
+runs `mean` alone, `["mean", "expected"]` adds `expected+replan`; a request naming neither
+runs every strategy and `expected+replan`.
+
+Bounds: every setting is checked (type, finite, range; e.g. `starts` <= 5000, `hosts` <= 64,
+`n` and `iterations` <= 100000, `workers` <= the server's limit; 422 naming the key and the
+bound). `executor: "dask"` runs on the server's own scheduler only (`--dask-scheduler`);
+`scheduler_address` and `start_method` are the server's to set. Uploads are checked before
+the job is accepted: 413 when over a size limit (compressed bytes or files per request,
+decompressed bytes, rows or line length per file, rows of all files), 422 for a file that
+is not a trace, each naming the file and the limit."""
 
 
 def _summary(j: ReplayJob) -> dict[str, Any]:
@@ -32,51 +60,150 @@ def _summary(j: ReplayJob) -> dict[str, Any]:
     }
 
 
-async def _config_from(
-    request: Request, runner: ReplayRunner, trace_dirs: tuple[str, ...]
-) -> tuple[dict[str, Any], Path | None]:
-    """JSON body with server-side `traces`, or multipart: `config` (JSON) plus `files`
-    (saved to a folder of their own, returned with the config)."""
-    if request.headers.get("content-type", "").startswith("multipart/form-data"):
-        form = await request.form()
-        config = json.loads(str(form.get("config") or "{}"))
-        files = [f for f in form.getlist("files") if isinstance(f, UploadFile)]
-        if not files:
-            raise JobError("multipart replay requests need at least one file in 'files'")
-        folder = runner.upload_dir()
-        try:
-            await _save_uploads(files, folder)
-        except BaseException:
-            discard(folder)
-            raise
-        config["traces"] = [str(folder)]
-        return dict(config), folder
+def _settings_object(text: str | bytes) -> dict[str, Any]:
+    """A JSON object of settings; NaN and Infinity are not JSON numbers and are refused."""
+
+    def no_constant(name: str) -> None:
+        raise JobError(f"config: {name} is not a JSON number")
+
     try:
-        config = await request.json()
-    except ValueError as exc:
-        raise JobError("body must be JSON (or multipart with files)") from exc
-    if not isinstance(config, dict):
-        raise JobError("body must be a JSON object of replay settings")
-    traces = config.get("traces") or []
-    config["traces"] = resolve_traces(
-        [traces] if isinstance(traces, str) else list(traces),
-        trace_dirs,
-    )
-    return config, None
+        value = json.loads(text, parse_constant=no_constant)
+    except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(exc, JobError):
+            raise
+        raise JobError(f"config is not valid JSON: {exc}") from None
+    if not isinstance(value, dict):
+        raise JobError(
+            f"config must be a JSON object of replay settings, not {type(value).__name__}"
+        )
+    return value
 
 
-async def _save_uploads(files: list[UploadFile], folder: Path) -> None:
-    total = 0
-    for f in files:
-        data = await f.read()
-        total += len(data)
-        if total > MAX_UPLOAD_BYTES:
-            raise JobError(f"uploads exceed {MAX_UPLOAD_BYTES // 2**20} MiB")
-        name = (f.filename or "trace.csv").replace("/", "_").replace("\\", "_")
-        (folder / name).write_bytes(data)
+async def _json_body(request: Request) -> dict[str, Any]:
+    """The JSON body, read up to :data:`MAX_CONFIG_BYTES` (never an unbounded read)."""
+    body = bytearray()
+    async for chunk in request.stream():
+        body += chunk
+        if len(body) > MAX_CONFIG_BYTES:
+            raise TooLarge(f"a JSON body is at most {MAX_CONFIG_BYTES // 1024} KiB of settings")
+    if not body:
+        raise JobError("body must be JSON (or multipart with files)")
+    return _settings_object(bytes(body))
 
 
-@router.post("/replays", status_code=status.HTTP_202_ACCEPTED)
+class _Uploads:
+    """Multipart parser callbacks: file parts go straight to their own file in ``folder`` in
+    the chunks they arrive in, counted against the request's limits as they come."""
+
+    def __init__(self, folder: Path, settings: Settings) -> None:
+        self.folder, self.settings = folder, settings
+        self.names: list[str] = []
+        self.config = bytearray()
+        self.total = 0
+        self._header = (bytearray(), bytearray())
+        self._disposition = b""
+        self._file: BinaryIO | None = None
+        self._field: str | None = None
+
+    def callbacks(self) -> dict[str, Any]:
+        return {
+            "on_part_begin": self._part_begin,
+            "on_header_field": lambda d, a, b: self._header[0].extend(d[a:b]),
+            "on_header_value": lambda d, a, b: self._header[1].extend(d[a:b]),
+            "on_header_end": self._header_end,
+            "on_headers_finished": self._headers_finished,
+            "on_part_data": self._data,
+            "on_part_end": self._part_end,
+        }
+
+    def _part_begin(self) -> None:
+        self._disposition, self._field = b"", None
+
+    def _header_end(self) -> None:
+        name, value = self._header
+        if bytes(name).lower() == b"content-disposition":
+            self._disposition = bytes(value)
+        name.clear()
+        value.clear()
+
+    def _headers_finished(self) -> None:
+        _, options = parse_options_header(self._disposition)
+        field = options.get(b"name", b"").decode("utf-8", "replace")
+        if b"filename" in options:
+            if field != "files":
+                raise JobError(f"unexpected file field {field!r:.40}; send traces as 'files'")
+            if len(self.names) >= self.settings.max_upload_files:
+                raise TooLarge(
+                    f"at most {self.settings.max_upload_files} files per request", "files"
+                )
+            name = upload_name(options[b"filename"].decode("utf-8", "replace"))
+            if name in self.names:
+                raise JobError(f"two uploads are named {name!r}", "files")
+            self.names.append(name)
+            self._file = (self.folder / name).open("xb")
+        elif field != "config":
+            raise JobError(f"unexpected form field {field!r:.40}; send 'config' and 'files'")
+        self._field = field
+
+    def _data(self, data: bytes, start: int, end: int) -> None:
+        if self._file is not None:
+            self.total += end - start
+            if self.total > self.settings.max_upload_bytes:
+                raise TooLarge(
+                    f"uploads exceed {self.settings.max_upload_bytes / 2**20:g} MiB in all "
+                    f"(compressed), reached at {self.names[-1]!r}",
+                    "files",
+                )
+            self._file.write(data[start:end])
+        elif self._field == "config":
+            self.config += data[start:end]
+            if len(self.config) > MAX_CONFIG_BYTES:
+                raise TooLarge(f"config is at most {MAX_CONFIG_BYTES // 1024} KiB")
+
+    def _part_end(self) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+async def _receive_uploads(
+    request: Request, folder: Path, settings: Settings
+) -> tuple[dict[str, Any], list[str]]:
+    """Stream a multipart body to ``folder`` (the compressed total capped as it arrives, never
+    a whole file in memory); returns the ``config`` object and the files' safe names."""
+    length = request.headers.get("content-length", "")
+    cap = settings.max_upload_bytes + MAX_CONFIG_BYTES + MULTIPART_SLACK
+    if length.isdigit() and int(length) > cap:
+        raise TooLarge(
+            f"uploads exceed {settings.max_upload_bytes / 2**20:g} MiB in all (compressed)", "files"
+        )
+    _, params = parse_options_header(request.headers.get("content-type", ""))
+    boundary = params.get(b"boundary")
+    if not boundary:
+        raise JobError("multipart body without a boundary", "files")
+    uploads = _Uploads(folder, settings)
+    parser = MultipartParser(boundary, uploads.callbacks())  # type: ignore[arg-type]
+    try:
+        async for chunk in request.stream():
+            await run_in_threadpool(parser.write, chunk)  # callbacks write to disk
+        parser.finalize()
+    except FormParserError as exc:
+        raise JobError(f"malformed multipart body: {exc}", "files") from None
+    finally:
+        uploads.close()
+    config = _settings_object(bytes(uploads.config)) if uploads.config else {}
+    return config, uploads.names
+
+
+@router.post(
+    "/replays",
+    status_code=status.HTTP_202_ACCEPTED,
+    description=POST_DESCRIPTION,
+    responses={413: {"description": "over a size limit"}, 422: {"description": "refused"}},
+)
 async def post_replay(
     request: Request,
     _role: Annotated[str, Depends(require(*OPERATE))],
@@ -84,9 +211,22 @@ async def post_replay(
     settings: SettingsDep,
 ) -> dict[str, Any]:
     try:
-        config, uploads = await _config_from(request, runner, settings.trace_dirs)
-        job_id = runner.submit(config, uploads)
-    except (JobError, ValueError, TypeError) as exc:
+        if request.headers.get("content-type", "").startswith("multipart/form-data"):
+            folder = runner.upload_dir()
+            try:
+                config, names = await _receive_uploads(request, folder, settings)
+            except BaseException:
+                runner.discard(folder)
+                raise
+            job_id = await run_in_threadpool(runner.submit, config, settings, folder, names)
+        else:
+            config = await _json_body(request)
+            job_id = await run_in_threadpool(runner.submit, config, settings)
+    except TooLarge as exc:
+        raise HTTPException(413, [{"field": exc.field, "reason": str(exc)}]) from exc
+    except JobError as exc:
+        raise HTTPException(422, [{"field": exc.field, "reason": str(exc)}]) from exc
+    except (ValueError, TypeError) as exc:
         raise HTTPException(422, [{"field": "config", "reason": str(exc)}]) from exc
     return {"id": job_id, "status": "queued", "url": f"/api/v1/replays/{job_id}"}
 

@@ -298,6 +298,14 @@ window.PPE = (function () {
     document.addEventListener("visibilitychange", () => { if (!document.hidden && (!enabled || enabled())) tick(); });
     return tick;
   }
+  /** A job's status as one of "done", "failed", "queued", "running" (the badge and dot colours). */
+  function jobState(status) {
+    const s = String(status || "").toLowerCase();
+    if (["done", "finished", "completed", "succeeded"].includes(s)) return "done";
+    if (["failed", "error", "cancelled"].includes(s)) return "failed";
+    if (["queued", "pending", "created"].includes(s)) return "queued";
+    return "running";
+  }
   function liveStatus(ok, text) {
     const dot = $("#live-dot");
     if (dot) dot.className = "dot " + (ok ? "on" : "err");
@@ -354,6 +362,6 @@ window.PPE = (function () {
     sparkline, forecastFigure, root, API, ApiError, api, now, timeUnit, inUnit, secondsRange, query, pool, h, $, $$, setText, num, pct, seconds, rate, age, when,
     metricValue, interval, confidenceLabel, METRIC_LABEL, ivOf, components, mixturePdf, normalPdf,
     linspace, spanOf, quantile, colorFor, strategyColor, hexA, plot, empty, every, liveStatus,
-    debounce, meter, intervalBar, finite, DASH,
+    debounce, meter, intervalBar, finite, DASH, jobState,
   };
 })();

@@ -175,7 +175,8 @@
     renderProgress(job);
     if (rep && rep !== report) { report = rep; renderReport(rep); }
     if (job.error) P.setText("#progress-text", String(job.status || "failed") + ": " + job.error);
-    P.liveStatus(true, finished ? "Finished" : "Running · updated " + new Date().toLocaleTimeString());
+    if (P.jobState(job.status) === "failed") P.liveStatus(false, "Failed");
+    else P.liveStatus(true, finished ? "Finished" : "Running · updated " + new Date().toLocaleTimeString());
   }
 
   $("#strategy").addEventListener("change", () => report && drawTime(report));

@@ -7,13 +7,7 @@
   const FINISHED = new Set(["done", "finished", "completed", "succeeded", "failed", "error", "cancelled"]);
   let anyRunning = true;
 
-  function badgeClass(status) {
-    const s = String(status || "").toLowerCase();
-    if (["done", "finished", "completed", "succeeded"].includes(s)) return "done";
-    if (["failed", "error", "cancelled"].includes(s)) return "failed";
-    if (["queued", "pending", "created"].includes(s)) return "queued";
-    return "running";
-  }
+  const badgeClass = (status) => P.jobState(status);
 
   function progressCell(job) {
     const total = Number(job.total) || 0; const done = Number(job.done) || 0;
