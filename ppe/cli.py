@@ -57,6 +57,20 @@ def build_parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="apply database migrations and exit")
     _db_arg(mig)
 
+    ret = sub.add_parser("retention", help="trim the store to its retention policy")
+    rsub = ret.add_subparsers(dest="retention_command", required=True)
+    run = rsub.add_parser("run", help="one pass now (the service also runs them periodically)")
+    _db_arg(run)
+    run.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a policy setting (e.g. served_log_days=3); default: the PPE_RETAIN_* "
+        "environment, else README's defaults",
+    )
+
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -148,6 +162,33 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_retention_run(args: argparse.Namespace) -> int:
+    import json
+
+    from ppe.service.config import RetentionPolicy
+    from ppe.service.store.db import make_engine, migrate
+    from ppe.service.store.retention import exclusive, run_pass
+
+    try:
+        policy = RetentionPolicy.from_env().with_values(dict(s.split("=", 1) for s in args.set))
+    except ValueError as exc:
+        print(f"ppe retention: {exc}", file=sys.stderr)
+        return 2
+    url = database_url_from_env(args.db)
+    migrate(url)
+    engine = make_engine(url)
+    try:
+        with exclusive(engine) as mine:
+            if not mine and not args.dry_run:
+                print("ppe retention: another pass holds this store's lock", file=sys.stderr)
+                return 1
+            report = run_pass(engine, policy, dry_run=args.dry_run)
+    finally:
+        engine.dispose()
+    print(json.dumps(report.as_dict()))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
@@ -160,6 +201,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_token_create(args)
     if args.command == "migrate":
         return cmd_migrate(args)
+    if args.command == "retention":
+        return cmd_retention_run(args)
     return 2
 
 
