@@ -11,7 +11,12 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 
-from ppe.service.config import ENV_DB_URL, database_url_from_env
+from ppe.service.config import (
+    ENV_DB_URL,
+    RETENTION_ENV,
+    RetentionPolicy,
+    database_url_from_env,
+)
 
 # Subcommands implemented elsewhere: name -> (module with main(argv), one-line help).
 DELEGATED = {
@@ -46,6 +51,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="directory of server-side traces replay jobs may use",
     )
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--retain",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="retention setting, e.g. served_log_days=3 (README 'Retention'; else PPE_RETAIN_*)",
+    )
 
     token = sub.add_parser("token", help="manage API tokens")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -81,6 +93,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from ppe.service.store.db import migrate
 
+    try:  # refuse bad values before touching anything
+        values = _assignments(args.retain)
+        RetentionPolicy.from_env().with_values(values)
+    except ValueError as exc:
+        print(f"ppe serve: {exc}", file=sys.stderr)
+        return 2
+    retain = {RETENTION_ENV[k]: v for k, v in values.items()}
     url = database_url_from_env(args.db)
     migrate(url)  # once, before any worker starts
     _prepare_store(url)
@@ -89,6 +108,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
     os.environ["PPE_DEMO_AUTH"] = "1" if args.demo_auth else ""
     if args.trace_dir:
         os.environ["PPE_TRACE_DIRS"] = os.pathsep.join(args.trace_dir)
+    os.environ.update(retain)  # workers read their settings from the environment
     print(f"PPE serving on http://{args.host}:{args.port} (store: {url})", flush=True)
     with _worker_metrics(args.workers):
         uvicorn.run(
@@ -162,15 +182,25 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _assignments(items: list[str]) -> dict[str, str]:
+    """NAME=VALUE flags."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
 def cmd_retention_run(args: argparse.Namespace) -> int:
     import json
 
-    from ppe.service.config import RetentionPolicy
     from ppe.service.store.db import make_engine, migrate
     from ppe.service.store.retention import exclusive, run_pass
 
     try:
-        policy = RetentionPolicy.from_env().with_values(dict(s.split("=", 1) for s in args.set))
+        policy = RetentionPolicy.from_env().with_values(_assignments(args.set))
     except ValueError as exc:
         print(f"ppe retention: {exc}", file=sys.stderr)
         return 2
@@ -179,9 +209,11 @@ def cmd_retention_run(args: argparse.Namespace) -> int:
     engine = make_engine(url)
     try:
         with exclusive(engine) as mine:
-            if not mine and not args.dry_run:
-                print("ppe retention: another pass holds this store's lock", file=sys.stderr)
-                return 1
+            if not mine and not args.dry_run:  # passes are safe side by side: go on
+                print(
+                    "ppe retention: a server is running retention on this store too",
+                    file=sys.stderr,
+                )
             report = run_pass(engine, policy, dry_run=args.dry_run)
     finally:
         engine.dispose()

@@ -393,14 +393,26 @@ def test_dry_run_counts_and_changes_nothing(engine: Engine, db_url: str, capsys)
     assert '"served_log": 7' in capsys.readouterr().out
     assert len(served_ids(engine)) == 5
     assert cli_main(["retention", "run", "--db", db_url, "--set", "nope=1"]) == 2
+    assert cli_main(["serve", "--db", db_url, "--retain", "raw_days=-3"]) == 2
 
 
-def test_one_pass_per_store_at_a_time(engine: Engine) -> None:
-    with exclusive(engine) as first:
-        with exclusive(engine) as second:
-            assert first and not second
-    with exclusive(engine) as again:
-        assert again
+def test_one_worker_per_store_runs_retention(engine: Engine) -> None:
+    """Two workers' tasks on one store: the first to take the lock runs every pass, the other
+    skips until the first lets go."""
+    policy = replace(OFF, served_log_max_rows=1)
+    a, b = RetentionTask(engine, policy), RetentionTask(engine, policy)
+    try:
+        assert a.run_once() is not None
+        assert b.run_once() is None and a.run_once() is not None
+        with exclusive(engine) as mine:
+            assert not mine
+        a.stop()
+        assert b.run_once() is not None
+    finally:
+        a.stop()
+        b.stop()
+    with exclusive(engine) as mine:
+        assert mine
 
 
 def test_the_service_runs_passes_in_the_background(db_url: str) -> None:

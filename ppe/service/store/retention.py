@@ -18,9 +18,9 @@ Downsampled rows live in the same table, marked by nothing but their timestamps 
 their bucket). A measurement's age is counted back from its series' newest sample, capped at
 now (see ``RetentionPolicy``); served-log and replay-job ages are wall-clock ages.
 
-The service runs passes in one background thread per worker (:class:`RetentionTask`);
-:func:`exclusive` makes all but one worker per store skip a round (a PostgreSQL advisory lock,
-or a lock file beside a SQLite store), which saves work but is not needed for correctness.
+The service runs passes from a background thread in each worker (:class:`RetentionTask`); the
+worker that holds the store's :class:`StoreLock` (a PostgreSQL advisory lock, or a lock file
+beside a SQLite store) runs them all. That saves work; correctness does not depend on it.
 """
 
 from __future__ import annotations
@@ -464,59 +464,104 @@ def _bucket_means(rows: Any, width: float) -> list[tuple[float, float, int]]:
     return out
 
 
-# -- one pass per store at a time ---------------------------------------------------------------
+# -- one retention runner per store ------------------------------------------------------------
+
+
+class StoreLock:
+    """The store's retention lock, taken without waiting and held until released or until the
+    process dies: the worker that holds it runs every pass, the others skip their rounds.
+
+    PostgreSQL: a session advisory lock on a connection kept out of the pool (the server drops
+    it with the connection). SQLite: ``flock`` on ``<db>.retention.lock`` (the kernel drops it
+    with the process). In-memory SQLite has a single process: always granted.
+    """
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self._conn: Connection | None = None
+        self._file: Any = None
+
+    def acquire(self) -> bool:
+        if self.engine.dialect.name == "postgresql":
+            return self._acquire_pg()
+        path = self.engine.url.database
+        if self.engine.dialect.name != "sqlite" or not path or path == ":memory:":
+            return True
+        if self._file is not None:
+            return True
+        import fcntl
+
+        fh = open(f"{path}.retention.lock", "a+b")  # held across calls, closed by release()
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            fh.close()
+            return False
+        self._file = fh
+        return True
+
+    def _acquire_pg(self) -> bool:
+        if self._conn is not None:  # held: still, if its connection is alive
+            try:
+                self._conn.execute(select(1))
+                self._conn.commit()
+                return True
+            except Exception:  # noqa: BLE001 - a dead connection has lost the lock
+                self._drop()
+        conn = self.engine.connect()
+        try:
+            got = bool(conn.execute(select(func.pg_try_advisory_lock(ADVISORY_KEY))).scalar())
+            conn.commit()
+        except BaseException:
+            conn.close()
+            raise
+        if got:
+            self._conn = conn
+        else:
+            conn.close()
+        return got
+
+    def _drop(self) -> None:
+        if self._conn is not None:
+            self._conn.invalidate()  # never pool a connection that may hold the lock
+            self._conn.close()
+            self._conn = None
+
+    def release(self) -> None:
+        if self._conn is not None:
+            try:
+                self._conn.execute(select(func.pg_advisory_unlock_all()))
+                self._conn.commit()
+                self._conn.close()
+                self._conn = None
+            except Exception:  # noqa: BLE001
+                self._drop()
+        if self._file is not None:
+            self._file.close()  # closing the descriptor releases the flock
+            self._file = None
 
 
 @contextmanager
 def exclusive(engine: Engine) -> Iterator[bool]:
-    """Yields whether this process holds the store's retention lock (never waits for it).
-
-    PostgreSQL: a session advisory lock on a connection held for the pass (released with the
-    connection if the process dies). SQLite: an flock on ``<db>.retention.lock``. In-memory
-    SQLite has one process: always True.
-    """
-    if engine.dialect.name == "postgresql":
-        with engine.connect() as conn:
-            got = bool(conn.execute(select(func.pg_try_advisory_lock(ADVISORY_KEY))).scalar())
-            conn.commit()
-            try:
-                yield got
-            finally:
-                if got:
-                    try:
-                        conn.execute(select(func.pg_advisory_unlock(ADVISORY_KEY)))
-                        conn.commit()
-                    except Exception:  # noqa: BLE001 - never pool a connection holding the lock
-                        conn.invalidate()
-                        raise
-        return
-    path = engine.url.database
-    if engine.dialect.name != "sqlite" or not path or path == ":memory:":
-        yield True
-        return
-    import fcntl
-
-    with open(f"{path}.retention.lock", "a+b") as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            yield False
-            return
-        try:
-            yield True
-        finally:
-            fcntl.flock(fh, fcntl.LOCK_UN)
+    """Whether this caller got the store's retention lock, held for the ``with`` block."""
+    lock = StoreLock(engine)
+    try:
+        yield lock.acquire()
+    finally:
+        lock.release()
 
 
 class RetentionTask:
-    """The service's periodic pass: one daemon thread per worker, the first pass one interval
-    after start-up (jittered so workers spread out), each round skipped by all workers but the
-    one holding :func:`exclusive`."""
+    """The service's periodic pass: a daemon thread in every worker, the first pass one
+    interval after start-up. The worker whose thread first takes the :class:`StoreLock` keeps
+    it and runs every pass; the others try again each round, so one of them takes over within
+    an interval if that worker dies."""
 
     def __init__(self, engine: Engine, policy: RetentionPolicy) -> None:
         self.engine = engine
         self.policy = policy
         self.state = RetentionState()
+        self.lock = StoreLock(engine)
         self.passes = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, name="retention", daemon=True)
@@ -532,6 +577,7 @@ class RetentionTask:
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout)
+        self.lock.release()
 
     def _loop(self) -> None:
         delay = self.policy.interval_s * random.uniform(1.0, 1.2)
@@ -543,11 +589,10 @@ class RetentionTask:
                 log.exception("retention pass failed")
 
     def run_once(self) -> RetentionReport | None:
-        """One pass if this worker gets the lock (None when another one holds it)."""
-        with exclusive(self.engine) as mine:
-            if not mine:
-                return None
-            report = run_pass(self.engine, self.policy, state=self.state, stop=self._stop.is_set)
+        """One pass if this worker holds the store's lock (None when another one does)."""
+        if not self.lock.acquire():
+            return None
+        report = run_pass(self.engine, self.policy, state=self.state, stop=self._stop.is_set)
         self.passes += 1
         if report.total:
             log.info("retention: %s", report.as_dict())
