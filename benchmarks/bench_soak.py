@@ -3,15 +3,17 @@
 Starts `ppe serve --workers 2` on its own PostgreSQL database (emptied first), then for
 `--minutes` runs `--sensors` simulated sensors, each posting a batch every `--period` s (cpu,
 and bandwidth + latency of one link), and `--apps` applications asking for schedules back to
-back over random sets of hosts that have 5+ samples. One asyncio process drives it all over
-loopback with httpx; client and server share this machine, so the figures are a floor.
+back, each over its own pool of `--schedule-hosts` hosts with 5+ samples. One asyncio process
+drives it all over loopback with httpx, a connection per request; client and server share
+this machine, so the figures are a floor.
 
 Reports errors (must be 0), acknowledged measurements against the rows in the store (none may
 be missing), the server processes' RSS minute by minute, the store's row counts as retention
 trims it, p50/p99 latency of ingestion and of schedules, and throughput.
 
 Usage: .venv/bin/python benchmarks/bench_soak.py [--minutes 10] [--out soak.json]
-       (--db postgresql+psycopg://postgres@127.0.0.1:5432/ppe_soak: create that database first)
+       (--db, default postgresql+psycopg://postgres@127.0.0.1:5432/ppe_soak, is emptied first
+       and created when missing)
 """
 
 from __future__ import annotations
@@ -55,6 +57,7 @@ class Stats:
     inserted: int = 0
     late: int = 0  # sensor slots missed because the previous post had not returned
     samples: dict[str, int] = field(default_factory=dict)  # acknowledged cpu samples per host
+    worker_pids: set[int] = field(default_factory=set)  # every worker process seen
 
     def error(self, what: str) -> None:
         self.error_count += 1
@@ -168,7 +171,8 @@ async def sensor(
             else:
                 stats.error(f"ingest {r.status_code}: {r.text[:200]}")
         except httpx.HTTPError as exc:
-            stats.error(f"ingest {type(exc).__name__}: {exc}")
+            took = time.perf_counter() - t
+            stats.error(f"ingest {type(exc).__name__} after {took:.1f} s: {exc}")
         k += 1
         slot += period
         wait = slot - time.monotonic()
@@ -182,19 +186,24 @@ async def sensor(
 
 
 async def application(
-    j: int, client: httpx.AsyncClient, stats: Stats, hosts: int, end: float
+    j: int, client: httpx.AsyncClient, stats: Stats, hosts: int, fixed: bool, end: float
 ) -> None:
+    """Waits for `hosts` hosts with enough data, takes them as its pool (or a new random set
+    each time with `fixed=False`), then asks for schedules back to back."""
     rng = random.Random(1000 + j)
+    pool: list[str] = []
     while time.monotonic() < end:
-        ready = [h for h, n in stats.samples.items() if n >= MIN_SAMPLES]
-        if len(ready) < hosts:
-            await asyncio.sleep(1.0)
-            continue
+        if not pool or not fixed:
+            ready = sorted(h for h, n in stats.samples.items() if n >= MIN_SAMPLES)
+            if len(ready) < hosts:
+                await asyncio.sleep(1.0)
+                continue
+            pool = rng.sample(ready, hosts)
         body = {
             "app": "sor",
             "n": 8000,
             "iterations": 100,
-            "hosts": [{"name": h, "benchmark": 2e-8} for h in rng.sample(ready, hosts)],
+            "hosts": [{"name": h, "benchmark": 2e-8} for h in pool],
             "strategy": "conservative",
         }
         t = time.perf_counter()
@@ -205,26 +214,38 @@ async def application(
             else:
                 stats.error(f"schedule {r.status_code}: {r.text[:200]}")
         except httpx.HTTPError as exc:
-            stats.error(f"schedule {type(exc).__name__}: {exc}")
+            took = time.perf_counter() - t
+            stats.error(f"schedule {type(exc).__name__} after {took:.1f} s: {exc}")
 
 
 async def monitor(
-    pid: int, engine: sqlalchemy.Engine, start: float, end: float, rows: list[dict[str, Any]]
+    pid: int,
+    engine: sqlalchemy.Engine,
+    start: float,
+    end: float,
+    rows: list[dict[str, Any]],
+    workers_seen: set[int],
 ) -> None:
-    """Every 10 s: each server process's RSS and the store's row counts."""
+    """Every 10 s: each server process's RSS and the store's row counts; every second, which
+    worker processes exist (uvicorn replaces a worker that misses its health check)."""
+    next_sample = 0.0
     while True:
         now = time.monotonic()
-        counts = await asyncio.to_thread(store_counts, engine)
-        sample: dict[str, Any] = {"t_s": round(now - start, 1), **counts}
-        for role, p in server_processes(pid):
-            try:
-                sample[f"{role}_rss_mb"] = round(p.memory_info().rss / 2**20, 1)
-            except psutil.Error:
-                pass
-        rows.append(sample)
+        procs = server_processes(pid)
+        workers_seen.update(p.pid for role, p in procs if role != "main")
+        if now >= next_sample or now >= end:
+            next_sample = now + 10.0
+            counts = await asyncio.to_thread(store_counts, engine)
+            sample: dict[str, Any] = {"t_s": round(now - start, 1), **counts}
+            for role, p in procs:
+                try:
+                    sample[f"{role}_rss_mb"] = round(p.memory_info().rss / 2**20, 1)
+                except psutil.Error:
+                    pass
+            rows.append(sample)
         if now >= end:
             return
-        await asyncio.sleep(min(10.0, max(0.0, end - time.monotonic())))
+        await asyncio.sleep(min(1.0, max(0.0, end - time.monotonic())))
 
 
 async def drive(args: argparse.Namespace, base: str, tokens: dict[str, str], pid: int) -> Any:
@@ -232,12 +253,13 @@ async def drive(args: argparse.Namespace, base: str, tokens: dict[str, str], pid
     start = time.monotonic()
     end = start + 60 * args.minutes
     timeout = httpx.Timeout(args.timeout)
-    # Idle connections expire before uvicorn's 5 s keep-alive closes them under a request.
-    limits = httpx.Limits(
-        max_connections=args.connections, max_keepalive_connections=64, keepalive_expiry=2.0
-    )
+    # A connection per request, as sensors posting every 10 s and applications asking every
+    # few seconds would have: a kept-alive one may be closed by uvicorn (5 s keep-alive) just as
+    # a lagging client reuses it, and POSTs are not retried.
+    limits = httpx.Limits(max_connections=args.connections, max_keepalive_connections=0)
     engine = make_engine(args.db)
     rss: list[dict[str, Any]] = []
+    workers_seen: set[int] = set()
     async with (
         httpx.AsyncClient(
             base_url=base,
@@ -248,7 +270,7 @@ async def drive(args: argparse.Namespace, base: str, tokens: dict[str, str], pid
         httpx.AsyncClient(
             base_url=base,
             timeout=timeout,
-            limits=httpx.Limits(keepalive_expiry=2.0),
+            limits=limits,
             headers={"Authorization": f"Bearer {tokens['app']}"},
         ) as apps,
     ):
@@ -257,16 +279,19 @@ async def drive(args: argparse.Namespace, base: str, tokens: dict[str, str], pid
             for i in range(args.sensors)
         ]
         tasks += [
-            asyncio.create_task(application(j, apps, stats, args.schedule_hosts, end))
+            asyncio.create_task(
+                application(j, apps, stats, args.schedule_hosts, not args.random_hosts, end)
+            )
             for j in range(args.apps)
         ]
-        watch = asyncio.create_task(monitor(pid, engine, start, end, rss))
+        watch = asyncio.create_task(monitor(pid, engine, start, end, rss, workers_seen))
         await asyncio.gather(*tasks)  # each stops by itself at `end` (+ one request timeout)
         elapsed = time.monotonic() - start
         await watch
     final = await asyncio.to_thread(store_counts, engine)
     missing = await asyncio.to_thread(find_missing, engine, stats.acked)
     engine.dispose()
+    stats.worker_pids = workers_seen
     return stats, elapsed, rss, final, missing
 
 
@@ -300,6 +325,11 @@ def main() -> None:
     ap.add_argument("--period", type=float, default=10.0, help="s between a sensor's batches")
     ap.add_argument("--apps", type=int, default=8)
     ap.add_argument("--schedule-hosts", type=int, default=32, help="hosts per schedule request")
+    ap.add_argument(
+        "--random-hosts",
+        action="store_true",
+        help="a new random host set for every schedule (default: each app keeps its own pool)",
+    )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--db", default=os.environ.get("PPE_SOAK_DB", DEFAULT_DB))
     ap.add_argument("--port", type=int, default=18779)
@@ -313,6 +343,7 @@ def main() -> None:
         "retention trims it during the soak",
     )
     ap.add_argument("--retention-interval", type=float, default=60.0)
+    ap.add_argument("--log-level", default="warning", help="the server's")
     ap.add_argument("--out", help="write the figures as JSON (.json) or the RSS curve as CSV")
     args = ap.parse_args()
     args.db = normalize_url(args.db)
@@ -330,7 +361,7 @@ def main() -> None:
         "PPE_RETENTION_INTERVAL_S": str(args.retention_interval),
     }
     cmd = [sys.executable, "-m", "ppe", "serve", "--db", args.db, "--port", str(args.port)]
-    cmd += ["--workers", str(args.workers), "--log-level", "warning"]
+    cmd += ["--workers", str(args.workers), "--log-level", args.log_level]
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{args.port}"
     try:
@@ -369,13 +400,16 @@ def report(
     print(
         f"soak: {elapsed / 60:.1f} min, {args.sensors} sensors every {args.period:g} s "
         f"(cpu + bandwidth + latency of one link), {args.apps} apps scheduling over "
-        f"{args.schedule_hosts} hosts (conservative), {args.workers} workers on PostgreSQL"
+        f"{args.schedule_hosts} {'random' if args.random_hosts else 'pooled'} hosts (conservative), "
+        f"{args.workers} workers on PostgreSQL"
     )
     print(
         f"  client and server share this {psutil.cpu_count()}-core machine "
         f"(the client used {client_cpu:.0f} s CPU, {100 * client_cpu / elapsed:.0f} % of one core)"
     )
     print(f"errors: {stats.error_count}" + (f"  first: {stats.errors[:3]}" if stats.errors else ""))
+    restarts = max(0, len(stats.worker_pids) - args.workers)
+    print(f"worker processes replaced during the run (missed uvicorn health checks): {restarts}")
     print(
         f"measurements: {len(stats.acked)} acknowledged, {stats.inserted} inserted, "
         f"{final['measurements']} rows in the store, {missing} acknowledged but missing"
@@ -415,6 +449,7 @@ def report(
                 "args": vars(args),
                 "elapsed_s": elapsed,
                 "errors": stats.error_count,
+                "worker_restarts": max(0, len(stats.worker_pids) - args.workers),
                 "first_errors": stats.errors,
                 "acknowledged": len(stats.acked),
                 "missing": missing,
