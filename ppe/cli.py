@@ -15,7 +15,12 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 
-from ppe.service.config import ENV_DB_URL, database_url_from_env
+from ppe.service.config import (
+    ENV_DB_URL,
+    RETENTION_ENV,
+    RetentionPolicy,
+    database_url_from_env,
+)
 
 # Subcommands implemented elsewhere: name -> (module with main(argv), one-line help).
 DELEGATED = {
@@ -55,6 +60,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="Dask scheduler (tcp://host:8786) replay jobs may run on with executor 'dask'",
     )
     serve.add_argument("--log-level", default="info")
+    serve.add_argument(
+        "--retain",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="retention setting, e.g. served_log_days=3 (README 'Retention'; else PPE_RETAIN_*)",
+    )
 
     token = sub.add_parser("token", help="manage API tokens")
     tsub = token.add_subparsers(dest="token_command", required=True)
@@ -66,6 +78,20 @@ def build_parser() -> argparse.ArgumentParser:
     mig = sub.add_parser("migrate", help="apply database migrations and exit")
     _db_arg(mig)
 
+    ret = sub.add_parser("retention", help="trim the store to its retention policy")
+    rsub = ret.add_subparsers(dest="retention_command", required=True)
+    run = rsub.add_parser("run", help="one pass now (the service also runs them periodically)")
+    _db_arg(run)
+    run.add_argument("--dry-run", action="store_true", help="count what would go; change nothing")
+    run.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="override a policy setting (e.g. served_log_days=3); default: the PPE_RETAIN_* "
+        "environment, else README's defaults",
+    )
+
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
@@ -76,6 +102,13 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     from ppe.service.store.db import migrate
 
+    try:  # refuse bad values before touching anything
+        values = _assignments(args.retain)
+        RetentionPolicy.from_env().with_values(values)
+    except ValueError as exc:
+        print(f"ppe serve: {exc}", file=sys.stderr)
+        return 2
+    retain = {RETENTION_ENV[k]: v for k, v in values.items()}
     url = database_url_from_env(args.db)
     migrate(url)  # once, before any worker starts
     _prepare_store(url)
@@ -86,6 +119,7 @@ def cmd_serve(args: argparse.Namespace) -> int:
         os.environ["PPE_TRACE_DIRS"] = os.pathsep.join(args.trace_dir)
     if args.dask_scheduler:
         os.environ["PPE_DASK_SCHEDULER"] = args.dask_scheduler
+    os.environ.update(retain)  # workers read their settings from the environment
     print(f"PPE serving on http://{args.host}:{args.port} (store: {url})", flush=True)
     with _worker_metrics(args.workers):
         uvicorn.run(
@@ -159,6 +193,45 @@ def cmd_migrate(args: argparse.Namespace) -> int:
     return 0
 
 
+def _assignments(items: list[str]) -> dict[str, str]:
+    """NAME=VALUE flags."""
+    out = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise ValueError(f"expected NAME=VALUE, got {item!r}")
+        out[name.strip()] = value.strip()
+    return out
+
+
+def cmd_retention_run(args: argparse.Namespace) -> int:
+    import json
+
+    from ppe.service.store.db import make_engine, migrate
+    from ppe.service.store.retention import exclusive, run_pass
+
+    try:
+        policy = RetentionPolicy.from_env().with_values(_assignments(args.set))
+    except ValueError as exc:
+        print(f"ppe retention: {exc}", file=sys.stderr)
+        return 2
+    url = database_url_from_env(args.db)
+    migrate(url)
+    engine = make_engine(url)
+    try:
+        with exclusive(engine) as mine:
+            if not mine and not args.dry_run:  # passes are safe side by side: go on
+                print(
+                    "ppe retention: a server is running retention on this store too",
+                    file=sys.stderr,
+                )
+            report = run_pass(engine, policy, dry_run=args.dry_run)
+    finally:
+        engine.dispose()
+    print(json.dumps(report.as_dict()))
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
@@ -171,6 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_token_create(args)
     if args.command == "migrate":
         return cmd_migrate(args)
+    if args.command == "retention":
+        return cmd_retention_run(args)
     return 2
 
 

@@ -32,6 +32,7 @@ from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
 from ppe.service.replay_jobs import ReplayRunner, fail_interrupted
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
+from ppe.service.store.retention import RetentionTask
 from ppe.service.store.tokens import TokenCache
 
 API_PREFIX = "/api/v1"
@@ -66,7 +67,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             migrate(settings.database_url)
         engine = make_engine(settings.database_url)
         sessions = make_sessionmaker(engine)
-        forecasts = ForecastCache(engine, history_limit=settings.history_limit)
+        forecasts = ForecastCache(
+            engine,
+            history_limit=settings.history_limit,
+            window_s=settings.retention.raw_window_s(),  # never mix in downsampled rows
+        )
         if settings.migrate_on_start:  # single process: nobody else is running jobs
             fail_interrupted(sessions)
         services = Services(
@@ -81,7 +86,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             replays=ReplayRunner(sessions),
         )
         app.state.services = services
+        # Every worker runs one; a store lock lets only one of them work each round.
+        retention = RetentionTask(engine, settings.retention).start()
+        app.state.retention = retention
         yield
+        retention.stop()
         services.replays.shutdown()
         engine.dispose()
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
 
 DEFAULT_DB_URL = "sqlite:///ppe.db"
 ENV_DB_URL = "PPE_DATABASE_URL"
@@ -12,6 +13,100 @@ ENV_DB_URL = "PPE_DATABASE_URL"
 def database_url_from_env(explicit: str | None = None) -> str:
     """Flag beats environment beats the embedded SQLite default in the working directory."""
     return explicit or os.environ.get(ENV_DB_URL) or DEFAULT_DB_URL
+
+
+DAY_S = 86_400.0
+#: The longest look-back of the live forecasts (analog and co-movement: 14 days, plus the one
+#: day co-movement adds): raw measurements younger than this are what forecasting reads.
+FORECAST_LOOKBACK_S = 15 * DAY_S
+
+
+#: Environment variable of each retention setting (documented in README "Retention").
+RETENTION_ENV = {
+    "interval_s": "PPE_RETENTION_INTERVAL_S",
+    "served_log_days": "PPE_RETAIN_SERVED_DAYS",
+    "served_log_max_rows": "PPE_RETAIN_SERVED_ROWS",
+    "served_log_max_mb": "PPE_RETAIN_SERVED_MB",
+    "replay_days": "PPE_RETAIN_REPLAY_DAYS",
+    "replay_max_jobs": "PPE_RETAIN_REPLAY_JOBS",
+    "raw_days": "PPE_RETAIN_RAW_DAYS",
+    "downsample_s": "PPE_DOWNSAMPLE_S",
+    "measurement_days": "PPE_RETAIN_MEASUREMENT_DAYS",
+    "series_max_rows": "PPE_RETAIN_SERIES_ROWS",
+    "batch_rows": "PPE_RETENTION_BATCH",
+    "pause_s": "PPE_RETENTION_PAUSE_S",
+}
+
+
+@dataclass(frozen=True)
+class RetentionPolicy:
+    """What the store keeps (README "Retention"). A limit of 0 is switched off.
+
+    Served-log and replay-job ages are wall-clock ages (the server stamps those rows). A
+    measurement's age is counted back from its series' newest sample (never later than now):
+    for a live sensor that is the same thing, while a silent sensor keeps its last month and
+    historical traces loaded into the service are not purged on arrival.
+    """
+
+    # Seconds between passes in each server (0: the service never runs retention itself).
+    interval_s: float = 60.0
+    served_log_days: float = 7.0
+    served_log_max_rows: int = 100_000
+    # Stored bytes of request + response JSON (estimated from the newest rows); 0: no limit.
+    served_log_max_mb: float = 0.0
+    # Finished (done or failed) replay jobs, with their reports; queued and running ones stay.
+    replay_days: float = 30.0
+    replay_max_jobs: int = 1_000
+    # Raw measurements older than this are folded into `downsample_s` means (deleted instead
+    # when downsample_s is 0). Keep it above FORECAST_LOOKBACK_S so forecasts read raw data.
+    raw_days: float = 30.0
+    downsample_s: float = 3_600.0
+    # Every measurement older than this is deleted (downsampled ones included).
+    measurement_days: float = 365.0
+    # Newest rows kept per series (raw and downsampled); 0: no limit. When set it can delete
+    # inside the age windows: the guarantee that nothing younger than raw_days goes is off.
+    series_max_rows: int = 0
+    # Rows per delete transaction (served-log rows, ~45 kB each, go a tenth at a time), and
+    # the pause between transactions that lets ingestion take SQLite's write lock.
+    batch_rows: int = 2_000
+    pause_s: float = 0.02
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            if getattr(self, f.name) < 0:
+                raise ValueError(f"retention {f.name} must be >= 0")
+        if self.batch_rows < 1:
+            raise ValueError("retention batch_rows must be >= 1")
+
+    def with_values(self, values: Mapping[str, str]) -> RetentionPolicy:
+        """Overrides by field name, values as text (flags and the environment)."""
+        known = {f.name: f for f in fields(self)}
+        changes: dict[str, float | int] = {}
+        for name, text in values.items():
+            if name not in known:
+                raise ValueError(f"unknown retention setting {name!r} (one of {sorted(known)})")
+            changes[name] = int(text) if known[name].type == "int" else float(text)
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> RetentionPolicy:
+        env = os.environ if env is None else env
+        return cls().with_values({k: env[v] for k, v in RETENTION_ENV.items() if env.get(v)})
+
+    def raw_window_s(self) -> float | None:
+        """How far back from a series' newest sample its rows are raw (None: all of them)."""
+        if self.downsample_s > 0 and self.raw_days > 0:
+            return self.raw_days * DAY_S
+        return None
+
+    def warnings(self) -> list[str]:
+        """Settings that work but hurt forecasting."""
+        if self.downsample_s > 0 and 0 < self.raw_days * DAY_S < FORECAST_LOOKBACK_S:
+            return [
+                f"raw_days={self.raw_days:g} is shorter than the forecasts' look-back "
+                f"({FORECAST_LOOKBACK_S / DAY_S:g} days): they will read downsampled rows"
+            ]
+        return []
 
 
 @dataclass(frozen=True)
@@ -44,6 +139,8 @@ class Settings:
     trace_max_bytes: int = 50 * 2**20
     trace_max_rows: int = 1_000_000
     trace_max_total_rows: int = 5_000_000
+    # What the store keeps, and how often each server trims it (store.retention).
+    retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
     @classmethod
     def from_env(cls) -> Settings:
@@ -62,6 +159,7 @@ class Settings:
                 for name, env in _INT_ENV.items()
                 if os.environ.get(env, "").strip()
             },
+            retention=RetentionPolicy.from_env(),
         )
 
 

@@ -75,10 +75,28 @@ class _History:
             self.fits.clear()
 
 
+def within(
+    ts: list[float], vals: list[float], window_s: float | None
+) -> tuple[list[float], list[float]]:
+    """The samples no older than ``window_s`` before the newest: retention downsamples rows
+    past its raw window, and coarser rows would skew the forecaster's sample spacing."""
+    if window_s is None or not ts or ts[0] >= ts[-1] - window_s:
+        return ts, vals
+    start = int(np.searchsorted(ts, ts[-1] - window_s))
+    return ts[start:], vals[start:]
+
+
 class ForecastCache:
-    def __init__(self, engine: Engine, history_limit: int = 20_000, fresh_s: float = 1.0) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        history_limit: int = 20_000,
+        fresh_s: float = 1.0,
+        window_s: float | None = None,
+    ) -> None:
         self.engine = engine
         self.history_limit = history_limit
+        self.window_s = window_s
         self.fresh_s = fresh_s
         self._histories: dict[int, _History] = {}
         self._results: dict[tuple[Any, ...], SeriesForecast] = {}
@@ -170,6 +188,8 @@ class ForecastCache:
                 ts, vals = read_series(
                     self.engine, series_id, after=after, limit=self.history_limit
                 )
+                if after is None:
+                    ts, vals = within(ts, vals, self.window_s)
                 if ts:
                     h.extend(ts, vals, self.history_limit)
                 h.checked_at = now
@@ -183,6 +203,7 @@ class ForecastCache:
     def history_before(self, series_id: int, at: float) -> tuple[np.ndarray, np.ndarray]:
         """History strictly before `at`, read from the store (evaluations as of a past time)."""
         ts, vals = read_series(self.engine, series_id, before=at, limit=self.history_limit)
+        ts, vals = within(ts, vals, self.window_s)
         return np.asarray(ts, dtype=float), np.asarray(vals, dtype=float)
 
     def forecast(
