@@ -340,9 +340,8 @@ def check_allocation(params: Mapping[str, Any], rows: Mapping[str, int]) -> None
     if "rows" in params or "n" in params:
         total = total_rows(params)
         if placed != total:
-            given = "rows" if "rows" in params else "n"
             raise AllocationError(
-                f"allocation places {placed} rows but the grid has {total} (params.{given}): "
+                f"allocation places {placed} rows but the grid has {total}: "
                 "every row must go to a host"
             )
 

@@ -31,11 +31,15 @@ def hosts(env):  # type: ignore[no-untyped-def]
         for h, v in (("h0", 0.6), ("h1", 0.7), ("dead", 0.0))
         for k in range(60)
     ]
-    r = env.client.post(f"{API}/measurements", json={"measurements": items}, headers=env.h("sensor"))
+    r = env.client.post(
+        f"{API}/measurements", json={"measurements": items}, headers=env.h("sensor")
+    )
     assert r.status_code == 200, r.text
     for h in ("h0", "h1", "dead"):
         r = env.client.put(
-            f"{API}/resources/{h}", json={"properties": {"benchmark": 2e-8}}, headers=env.h("operator")
+            f"{API}/resources/{h}",
+            json={"properties": {"benchmark": 2e-8}},
+            headers=env.h("operator"),
         )
         assert r.status_code == 200, r.text
     return env
@@ -89,7 +93,8 @@ def test_concurrent_model_posts_answer_only_what_was_stored(env) -> None:  # typ
     """Eight concurrent POST /models with one new name: each answer is 201 (stored) or 409
     (lost the race, nothing stored), never a 201 whose commit failed afterwards."""
     sor = next(
-        m["text"] for m in env.client.get(f"{API}/models", headers=env.h("app")).json()
+        m["text"]
+        for m in env.client.get(f"{API}/models", headers=env.h("app")).json()
         if m["name"] == "sor"
     )
 
@@ -167,15 +172,27 @@ def test_nul_and_overlong_text_refused(env, method, path, body, field) -> None: 
     ],
 )
 def test_measurement_names_follow_the_resource_rule(env, item) -> None:  # type: ignore[no-untyped-def]
-    r = env.client.post(f"{API}/measurements", json={"measurements": [item]}, headers=env.h("sensor"))
+    r = env.client.post(
+        f"{API}/measurements", json={"measurements": [item]}, headers=env.h("sensor")
+    )
     assert problems(r)[0]["index"] == 0
 
 
 def test_put_resource_takes_exactly_what_measurements_take(env) -> None:  # type: ignore[no-untyped-def]
     name = "node-1.grid:7000@site_a"
-    assert env.client.put(f"{API}/resources/{name}", json={"properties": {}}, headers=env.h("operator")).status_code == 200
+    assert (
+        env.client.put(
+            f"{API}/resources/{name}", json={"properties": {}}, headers=env.h("operator")
+        ).status_code
+        == 200
+    )
     longest = "h" * 255
-    assert env.client.put(f"{API}/resources/{longest}", json={"properties": {}}, headers=env.h("operator")).status_code == 200
+    assert (
+        env.client.put(
+            f"{API}/resources/{longest}", json={"properties": {}}, headers=env.h("operator")
+        ).status_code
+        == 200
+    )
     r = env.client.get(f"{API}/resources/{longest}", headers=env.h("app"))
     assert r.status_code == 200 and r.json()["name"] == longest
 
@@ -278,7 +295,9 @@ def test_out_of_range_path_and_query_refused(hosts, path, field) -> None:  # typ
     ],
 )
 def test_resource_properties_bounded(env, properties, field) -> None:  # type: ignore[no-untyped-def]
-    r = env.client.put(f"{API}/resources/h0", json={"properties": properties}, headers=env.h("operator"))
+    r = env.client.put(
+        f"{API}/resources/h0", json={"properties": properties}, headers=env.h("operator")
+    )
     assert fields(r) == [field]
 
 
@@ -306,7 +325,9 @@ def test_metric_bounds_at_ingestion(env, metric, value, accepted) -> None:  # ty
     item = {"resource": "h0", "metric": metric, "timestamp": time.time() - 60, "value": value}
     if metric != "cpu":
         item["peer"] = "h1"
-    r = env.client.post(f"{API}/measurements", json={"measurements": [item]}, headers=env.h("sensor"))
+    r = env.client.post(
+        f"{API}/measurements", json={"measurements": [item]}, headers=env.h("sensor")
+    )
     if accepted:
         assert r.status_code == 200, r.text
     else:
@@ -320,7 +341,9 @@ def test_metric_bounds_at_ingestion(env, metric, value, accepted) -> None:  # ty
 def test_prediction_with_no_rows_and_no_n(hosts) -> None:  # type: ignore[no-untyped-def]
     """Was a ZeroDivisionError (the memory bound divided by n = 0 rows)."""
     hosts.client.put(
-        f"{API}/resources/h0", json={"properties": {"memory_bytes": 10**9}}, headers=hosts.h("operator")
+        f"{API}/resources/h0",
+        json={"properties": {"memory_bytes": 10**9}},
+        headers=hosts.h("operator"),
     )
     body = {"model": "sor", "allocation": [{"host": "h0", "rows": 0}]}
     r = hosts.client.post(f"{API}/predictions", json=body, headers=hosts.h("app"))
@@ -328,9 +351,13 @@ def test_prediction_with_no_rows_and_no_n(hosts) -> None:  # type: ignore[no-unt
 
 
 def test_unknown_model_names_its_field(hosts) -> None:  # type: ignore[no-untyped-def]
-    r = hosts.client.post(f"{API}/predictions", json={**PREDICTION, "model": "nope"}, headers=hosts.h("app"))
+    r = hosts.client.post(
+        f"{API}/predictions", json={**PREDICTION, "model": "nope"}, headers=hosts.h("app")
+    )
     assert fields(r) == ["model"]
-    r = hosts.client.post(f"{API}/schedules", json={**SCHEDULE, "app": "nope"}, headers=hosts.h("app"))
+    r = hosts.client.post(
+        f"{API}/schedules", json={**SCHEDULE, "app": "nope"}, headers=hosts.h("app")
+    )
     assert fields(r) == ["app"]
 
 
@@ -362,12 +389,17 @@ def test_selection_drops_a_host_at_zero_availability(hosts) -> None:  # type: ig
     assert "dead" not in [a["host"] for a in r.json()["allocation"]]
     (warning,) = r.json()["warnings"]
     assert "'dead' left out" in warning
-    r = hosts.client.post(f"{API}/schedules", json={**body, "hosts": ["dead"]}, headers=hosts.h("app"))
+    r = hosts.client.post(
+        f"{API}/schedules", json={**body, "hosts": ["dead"]}, headers=hosts.h("app")
+    )
     assert fields(r, 409) == ["hosts"]
 
 
 def test_prediction_on_a_dead_host_is_floored_and_said(hosts) -> None:  # type: ignore[no-untyped-def]
-    body = {**PREDICTION, "allocation": [{"host": "h0", "rows": 900}, {"host": "dead", "rows": 100}]}
+    body = {
+        **PREDICTION,
+        "allocation": [{"host": "h0", "rows": 900}, {"host": "dead", "rows": 100}],
+    }
     r = hosts.client.post(f"{API}/predictions", json=body, headers=hosts.h("app"))
     assert r.status_code == 200, r.text
     assert ["'dead'" in w for w in r.json()["warnings"]] == [True]
@@ -383,13 +415,19 @@ def test_prediction_must_cover_the_grid(hosts) -> None:  # type: ignore[no-untyp
     (p,) = problems(hosts.client.post(f"{API}/predictions", json=partial, headers=hosts.h("app")))
     assert p["field"] == "allocation" and "1383" in p["reason"] and "4000" in p["reason"]
     whole = {**partial, "params": {"n": 1383, "I": 10}}
-    assert hosts.client.post(f"{API}/predictions", json=whole, headers=hosts.h("app")).status_code == 200
+    assert (
+        hosts.client.post(f"{API}/predictions", json=whole, headers=hosts.h("app")).status_code
+        == 200
+    )
     implied = {**partial, "params": {"I": 10}}  # n defaults to the rows placed
     r = hosts.client.post(f"{API}/predictions", json=implied, headers=hosts.h("app"))
     assert r.status_code == 200, r.text
-    assert r.json()["makespan"] == hosts.client.post(
-        f"{API}/predictions", json=whole, headers=hosts.h("app")
-    ).json()["makespan"]
+    assert (
+        r.json()["makespan"]
+        == hosts.client.post(f"{API}/predictions", json=whole, headers=hosts.h("app")).json()[
+            "makespan"
+        ]
+    )
 
 
 def test_malformed_json_reports_an_offset_not_an_index(env) -> None:  # type: ignore[no-untyped-def]
@@ -409,7 +447,9 @@ def test_batch_item_errors_keep_their_index(env) -> None:  # type: ignore[no-unt
         {"resource": "h0", "metric": "cpu", "timestamp": 1e9, "value": 0.5},
         {"resource": "h0", "metric": "cpu", "timestamp": 1e9 + 1, "value": "high"},
     ]
-    r = env.client.post(f"{API}/measurements", json={"measurements": items}, headers=env.h("sensor"))
+    r = env.client.post(
+        f"{API}/measurements", json={"measurements": items}, headers=env.h("sensor")
+    )
     (p,) = problems(r)
     assert (p["index"], p["offset"], p["field"]) == (1, None, "value")
 
@@ -445,3 +485,26 @@ def test_model_errors_keep_their_own_documented_shape(hosts) -> None:  # type: i
     r = hosts.client.post(f"{API}/predictions", json=body, headers=hosts.h("app"))
     assert r.status_code == status.HTTP_422_UNPROCESSABLE_CONTENT, r.text
     ModelProblemReport.model_validate(r.json())
+
+
+# ------------------------------------------------------------------ the pure layer's rules
+
+
+def test_check_allocation_is_the_one_rule() -> None:
+    from ppe.pipeline import AllocationError, check_allocation
+
+    check_allocation({"n": 10}, {"a": 4, "b": 6})
+    check_allocation({}, {"a": 3})  # a model without a grid size: nothing to check against
+    for params, rows in (({"n": 10}, {"a": 4}), ({"n": 10}, {"a": 0}), ({}, {"a": -1})):
+        with pytest.raises(AllocationError):
+            check_allocation(params, rows)
+
+
+def test_floor_availability_flags_what_it_raised() -> None:
+    from ppe.core import CPU_FLOOR
+    from ppe.core.stochastic import Point
+    from ppe.pipeline import HostForecasts, floor_availability
+
+    out = floor_availability({"dead": HostForecasts(Point(0.0)), "ok": HostForecasts(Point(0.5))})
+    assert out["dead"].floored and out["dead"].cpu.mean() == CPU_FLOOR
+    assert not out["ok"].floored and out["ok"].cpu.mean() == 0.5
