@@ -379,7 +379,7 @@ def predict(
         cache,
         index,
         specs,
-        total_rows(params),
+        int(params["n"]),
         model=body.model,
         model_field="model",
         grammar=body.grammar,
