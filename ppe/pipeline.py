@@ -39,6 +39,7 @@ from ppe.core.stochastic import Point
 
 __all__ = [
     "DEFAULT_LINK",
+    "AllocationError",
     "DependenceFor",
     "ForecastsFor",
     "HistoryForecasts",
@@ -52,6 +53,9 @@ __all__ = [
     "Round",
     "SeriesHistory",
     "Settled",
+    "below_floor",
+    "check_allocation",
+    "floor_availability",
     "host_inputs",
     "plan",
     "predict_allocation",
@@ -105,6 +109,8 @@ class HostForecasts:
     multimode: bool = False
     age_s: float | None = None
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: ``cpu`` was below ``core.CPU_FLOOR`` and was raised to it (:func:`floor_availability`)
+    floored: bool = False
 
     def link_to(self, peer: str) -> StochasticValue | None:
         """Bandwidth of the link to ``peer`` (falls back to the default)."""
@@ -297,6 +303,16 @@ class PredictResult:
         """Rows in chain order."""
         return [self.rows[h] for h in self.hosts]
 
+    @property
+    def warnings(self) -> list[str]:
+        """What the caller should know the answer rests on: hosts planned at the CPU floor."""
+        return [
+            f"host {name!r}: CPU availability forecast below {core.CPU_FLOOR:g}; planned at "
+            f"that floor (the host is nearly unusable)"
+            for name in self.hosts
+            if self.inputs[name].floored
+        ]
+
 
 @dataclass(frozen=True)
 class PlanResult(PredictResult):
@@ -306,6 +322,43 @@ class PlanResult(PredictResult):
 
 
 R = TypeVar("R", bound=PredictResult)
+
+
+class AllocationError(ValueError):
+    """An allocation that does not place the grid: no rows, negative rows, or a total that
+    differs from the grid's (a prediction of part of the grid would answer for a smaller run)."""
+
+
+def check_allocation(params: Mapping[str, Any], rows: Mapping[str, int]) -> None:
+    """Every row of the grid placed, each once: ``rows`` add up to :func:`total_rows` (when
+    ``params`` name the grid; a model without ``n`` or ``rows`` has nothing to check against)."""
+    if any(r < 0 for r in rows.values()):
+        raise AllocationError("rows must be non-negative")
+    placed = sum(rows.values())
+    if placed == 0:
+        raise AllocationError("allocation gives no rows to any host")
+    if "rows" in params or "n" in params:
+        total = total_rows(params)
+        if placed != total:
+            raise AllocationError(
+                f"allocation places {placed} rows but the grid has {total}: "
+                "every row must go to a host"
+            )
+
+
+def below_floor(forecasts: HostForecasts) -> bool:
+    """A CPU availability forecast under the floor the models apply (``core.CPU_FLOOR``)."""
+    return not forecasts.cpu.mean() >= core.CPU_FLOOR
+
+
+def floor_availability(forecasts: Mapping[str, HostForecasts]) -> dict[str, HostForecasts]:
+    """Forecasts with every CPU availability below ``core.CPU_FLOOR`` raised to it (flagged
+    ``floored``): a host measured at 0 is nearly unusable, not an error — replay floors its
+    traces the same way — and the models need a positive availability to divide by."""
+    return {
+        name: replace(f, cpu=Point(core.CPU_FLOOR), floored=True) if below_floor(f) else f
+        for name, f in forecasts.items()
+    }
 
 
 def total_rows(params: Mapping[str, Any]) -> int:
@@ -397,7 +450,7 @@ def _predict(
     """Predict on the chain of hosts that got rows (a dropped host has no neighbours)."""
     active = [h for h in hosts if rows[h.name] > 0]
     if not active:
-        raise ValueError("allocation gives no rows to any host")
+        raise AllocationError("allocation gives no rows to any host")
     inputs = host_inputs(active, forecasts)
     pred = core.predict(
         model,
@@ -524,7 +577,7 @@ def plan(
     model = resolve_model(app)
 
     def step(horizon: float | None) -> tuple[float, Round]:
-        forecasts = forecasts_for(horizon)
+        forecasts = floor_availability(forecasts_for(horizon))
         inputs = host_inputs(hosts, forecasts)
         joint = strategy in scheduler.MONTE_CARLO_STRATEGIES
         names = [h.name for h in hosts]
@@ -550,13 +603,13 @@ def predict_allocation(
     model = resolve_model(app)
     missing = [h.name for h in hosts if h.name not in rows]
     if missing:
-        raise ValueError(f"allocation has no rows for {missing}")
+        raise AllocationError(f"allocation has no rows for {missing}")
     clean = {h.name: int(rows[h.name]) for h in hosts}
-    if any(r < 0 for r in clean.values()):
-        raise ValueError("rows must be non-negative")
+    check_allocation(params, clean)
 
     def step(horizon: float | None) -> tuple[float, Round]:
-        done = _predict(model, params, hosts, forecasts_for(horizon), clean, opts)
+        forecasts = floor_availability(forecasts_for(horizon))
+        done = _predict(model, params, hosts, forecasts, clean, opts)
         return run_length(done.prediction.makespan), done
 
     return _settled(PredictResult, hosts, opts.settle(step))

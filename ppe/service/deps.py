@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Annotated
 
-from fastapi import Depends, Request
+from fastapi import Depends, HTTPException, Request
 from sqlalchemy import Engine
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ppe.service.config import Settings
@@ -22,6 +23,7 @@ from ppe.service.metrics import Metrics
 from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
 from ppe.service.replay_jobs import ReplayRunner
+from ppe.service.schemas import Problem
 from ppe.service.store.tokens import TokenCache
 
 
@@ -47,16 +49,33 @@ def services_of(request: Request) -> Services:
     return services
 
 
+def commit(session: Session) -> None:
+    """Commit, or answer 409 when the write lost a race on a unique key (a name another request
+    took meanwhile): nothing of this request is stored, and the client is told so."""
+    try:
+        session.commit()
+    except IntegrityError as exc:
+        session.rollback()
+        reason = (
+            "conflict: another request stored the same key (e.g. a name) at the same time; "
+            "nothing was stored, retry"
+        )
+        raise HTTPException(409, [Problem(reason=reason).model_dump()]) from exc
+
+
 def get_session(request: Request) -> Iterator[Session]:
-    """Committed when the handler returns, rolled back on error; a handler may `release` the
-    connection midway (the session begins again by itself on its next statement)."""
+    """A session committed when the handler returns, *before* the answer is sent (the
+    dependency is function-scoped, see SessionDep), so a write is acknowledged only once it is
+    durable and a failed commit answers 409 or 500, never a success; rolled back on error. A
+    handler may `release` the connection midway (the session begins again by itself on its next
+    statement), or `commit` itself when it has work to do after the commit."""
     with services_of(request).sessions() as session:
         try:
             yield session
-            session.commit()
         except BaseException:
             session.rollback()
             raise
+        commit(session)
 
 
 async def get_engine(request: Request) -> Engine:
@@ -87,7 +106,9 @@ async def get_replay_runner(request: Request) -> ReplayRunner:
     return services_of(request).replays
 
 
-SessionDep = Annotated[Session, Depends(get_session)]
+# scope="function": the teardown (commit) runs when the handler returns, before the response
+# is sent; FastAPI's default ("request") runs it after the client already has its answer.
+SessionDep = Annotated[Session, Depends(get_session, scope="function")]
 EngineDep = Annotated[Engine, Depends(get_engine)]
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]

@@ -33,6 +33,8 @@ class Answer:
     makespan: dict[str, Any]
     #: for a running application (``current`` rows): move or keep, migration, keep's makespan
     replan: dict[str, Any] | None = None
+    #: what the answer rests on that the caller should know (hosts floored or left out)
+    warnings: tuple[str, ...] = ()
 
 
 class PlanMemo:

@@ -27,10 +27,13 @@ from ppe import core
 from ppe.core import CompiledModel
 from ppe.core.stochastic import Point, StochasticValue
 from ppe.pipeline import (
+    AllocationError,
     HostForecasts,
     HostMeta,
     PlanOptions,
     PredictResult,
+    below_floor,
+    check_allocation,
     host_inputs,
     plan,
     predict_allocation,
@@ -79,8 +82,9 @@ class SeriesIndex:
         return [*self.cpu.values(), *self.bandwidth.values(), *self.latency.values()]
 
 
-def host_specs(hosts: Sequence[Any]) -> list[HostSpec]:
-    """Hosts as names or objects with name/benchmark/min_rows/max_rows; no repeats."""
+def host_specs(hosts: Sequence[Any], field: str = "hosts") -> list[HostSpec]:
+    """Hosts as names or objects with name/benchmark/min_rows/max_rows; no repeats (reported
+    on the request's `field`)."""
     specs = [
         HostSpec(h)
         if isinstance(h, str)
@@ -89,7 +93,7 @@ def host_specs(hosts: Sequence[Any]) -> list[HostSpec]:
     ]
     names = [s.name for s in specs]
     if len(set(names)) != len(names):
-        raise PlanningError(422, "a host is listed twice", "hosts")
+        raise PlanningError(422, "a host is listed twice", field)
     return specs
 
 
@@ -169,7 +173,7 @@ def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostM
             )
         max_rows = s.max_rows
         memory = props.get("memory_bytes")
-        if memory:
+        if memory and n > 0:
             size = int(props.get("element_size", DEFAULT_ELEMENT_SIZE))
             fit = int(memory // (n * size))
             max_rows = fit if max_rows is None else min(max_rows, fit)
@@ -194,10 +198,10 @@ def current_rows(current: Sequence[Any], metas: Sequence[HostMeta], total: int) 
             f"not in hosts {extra})",
             "current",
         )
-    if sum(rows.values()) != total:
-        raise PlanningError(
-            422, f"current places {sum(rows.values())} rows; the grid has {total}", "current"
-        )
+    try:
+        check_allocation({"rows": total}, rows)
+    except AllocationError as exc:
+        raise PlanningError(422, f"current: {exc}", "current") from exc
     return rows
 
 
@@ -329,6 +333,7 @@ def prepare(
     n: int,
     *,
     model: str | None,
+    model_field: str,
     grammar: str | None = None,
     confidence: float,
     at: float | None,
@@ -337,9 +342,13 @@ def prepare(
 ) -> Prepared:
     """What a schedule and a prediction both start from: the hosts (no repeats; see
     `host_specs`), the model (a name, or `grammar` text), the hosts' series and forecasts.
-    The session's read transaction ends before any forecast reads the store (`release`)."""
+    The session's read transaction ends before any forecast reads the store (`release`); an
+    unknown model is reported on the request's `model_field`."""
     specs = host_specs(hosts)
-    compiled = models_registry.resolve(session, model, grammar)
+    try:
+        compiled = models_registry.resolve(session, model, grammar)
+    except LookupError as exc:
+        raise PlanningError(422, str(exc).strip("'\""), model_field) from exc
     names = [s.name for s in specs]
     idx = index.get(session, names)
     release(session)
@@ -359,15 +368,20 @@ def predict(
     body: PredictionRequest, session: Session, cache: ForecastCache, index: IndexCache
 ) -> PredictResult:
     """The request's allocation predicted over the hosts' forecasts (the horizon loop of
-    `ppe.pipeline.predict_allocation`); `n` defaults to the allocation's rows."""
+    `ppe.pipeline.predict_allocation`); `n` defaults to the allocation's rows, which must place
+    the whole grid (`ppe.pipeline.check_allocation`, checked before anything is read)."""
+    specs = host_specs([HostSpec(a.host, a.benchmark) for a in body.allocation], "allocation")
     rows = {a.host: a.rows for a in body.allocation}
+    params: dict[str, float] = {"n": sum(rows.values()), **body.params}
+    check_allocation(params, rows)
     inputs = prepare(
         session,
         cache,
         index,
-        [HostSpec(a.host, a.benchmark) for a in body.allocation],
-        int(body.params.get("n", sum(rows.values()))),
+        specs,
+        int(params["n"]),
         model=body.model,
+        model_field="model",
         grammar=body.grammar,
         confidence=body.confidence,
         at=body.at,
@@ -381,7 +395,7 @@ def predict(
         seed=body.seed,
     )
     return predict_allocation(
-        inputs.model, body.params, inputs.hosts, inputs.forecasts_for, rows, options
+        inputs.model, params, inputs.hosts, inputs.forecasts_for, rows, options
     )
 
 
@@ -418,6 +432,7 @@ def schedule(
         body.hosts,
         body.n,
         model=body.app,
+        model_field="app",
         confidence=body.confidence,
         at=body.at,
         default_bandwidth=body.bandwidth,
@@ -461,8 +476,9 @@ def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
     )
     if body.replan_every_s is not None:
         options = replace(options, replan_every_s=body.replan_every_s)
+    left_out: list[str] = []
     if body.select:
-        metas = select_chain(model, params, metas, forecasts_for, body.strategy, options)
+        metas, left_out = select_chain(model, params, metas, forecasts_for, body.strategy, options)
     c = body.confidence
     verdict = None
     if body.current is None:
@@ -507,6 +523,7 @@ def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
         ],
         makespan=result.makespan.to_dict(c),
         replan=verdict,
+        warnings=(*left_out, *result.warnings),
     )
 
 
@@ -551,14 +568,25 @@ def select_chain(
     forecasts_for: Any,
     strategy: str,
     options: PlanOptions,
-) -> list[HostMeta]:
-    """AppLeS resource selection: the subset and chain order with the least predicted makespan.
+) -> tuple[list[HostMeta], list[str]]:
+    """AppLeS resource selection: the subset and chain order with the least predicted makespan,
+    and a warning per host left out for want of CPU (forecast below ``core.CPU_FLOOR``: it
+    would slow every iteration down, so no chain should include it).
 
     Trial chains are judged on the one-step forecasts; the chosen chain is then planned with
     the horizon loop like any other request.
     """
     forecasts = forecasts_for(None)
-    by_name = {m.name: m for m in metas}
+    dead = [m.name for m in metas if below_floor(forecasts[m.name])]
+    warnings = [
+        f"host {name!r} left out: its CPU availability forecast is below {core.CPU_FLOOR:g}"
+        for name in dead
+    ]
+    by_name = {m.name: m for m in metas if m.name not in dead}
+    if not by_name:
+        raise PlanningError(
+            409, f"no host has CPU available (every forecast is below {core.CPU_FLOOR:g})", "hosts"
+        )
 
     def evaluate(order: list[str]) -> list[scheduler.StochasticHost]:
         chain = [by_name[n] for n in order]
@@ -569,7 +597,7 @@ def select_chain(
         ]
 
     order, _ = scheduler.select_resources(
-        [m.name for m in metas],
+        list(by_name),
         evaluate,
         total_rows(params),
         strategy,
@@ -577,4 +605,4 @@ def select_chain(
         quantile=options.quantile,
         seed=options.seed,
     )
-    return [by_name[n] for n in order]
+    return [by_name[n] for n in order], warnings

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import time
 
-from ppe.service.schemas import MeasurementIn, Problem
+from ppe.service.schemas import METRIC_RANGES, MeasurementIn, Problem
 from ppe.service.store.models import LINK_METRICS
 
 
 def check_item(m: MeasurementIn, now: float, max_future_skew_s: float) -> tuple[str, str] | None:
     """Return (field, reason) for the first thing wrong with one measurement, or None."""
-    if m.metric == "cpu" and not 0.0 <= m.value <= 1.0:
-        return "value", f"cpu availability must be within [0, 1], got {m.value}"
-    if m.metric == "bandwidth" and m.value < 0:
-        return "value", f"bandwidth (bytes/s) must not be negative, got {m.value}"
-    if m.metric == "latency" and m.value < 0:
-        return "value", f"latency (s) must not be negative, got {m.value}"
+    bounds = METRIC_RANGES[m.metric]
+    if m.value not in bounds:
+        return "value", f"{m.metric} must be within {bounds}, got {m.value:g}"
     if m.metric in LINK_METRICS and not m.peer:
         return "peer", f"{m.metric} is a link metric: 'peer' is required"
     if m.metric == "cpu" and m.peer:
@@ -36,7 +33,7 @@ def check_batch(
     items: list[MeasurementIn], *, max_batch: int, max_future_skew_s: float
 ) -> list[Problem]:
     if not items:
-        return [Problem(reason="empty batch: send at least one measurement")]
+        return [Problem(field="measurements", reason="empty batch: send at least one measurement")]
     if len(items) > max_batch:
         return [
             Problem(

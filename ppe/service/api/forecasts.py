@@ -11,43 +11,52 @@ from sqlalchemy.orm import Session
 from forecaster import InsufficientData, batch_forecasts
 from ppe.service.auth import READ, require
 from ppe.service.deps import ForecastCacheDep, SessionDep
-from ppe.service.schemas import Metric
+from ppe.service.errors import CONFLICT, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.schemas import Confidence, Duration, Metric, NamePath, ResourceName, Timestamp
 from ppe.service.store.db import release
 from ppe.service.store.measurements import find_series
+from ppe.service.store.models import LINK_METRICS
 
-router = APIRouter(tags=["forecasts"])
+router = APIRouter(
+    tags=["forecasts"],
+    route_class=ProblemRoute,
+    responses={**ROUTER_RESPONSES, **NOT_FOUND, **CONFLICT},
+)
+PeerQuery = Annotated[ResourceName | None, Query(description="the link's other end")]
+ConfidenceQuery = Annotated[Confidence, Query(description="of the interval, in (0, 1)")]
 
 
 def series_or_404(session: Session, resource: str, metric: str, peer: str | None) -> int:
-    if metric in ("bandwidth", "latency") and not peer:
-        raise HTTPException(422, f"{metric} is a link metric: give ?peer=")
+    if metric in LINK_METRICS and not peer:
+        raise problem(422, f"{metric} is a link metric: give ?peer=", "query.peer")
     sid = find_series(session, resource, metric, peer or "")
     release(session)
     if sid is None:
         what = f"{resource}/{metric}" + (f" to {peer}" if peer else "")
-        raise HTTPException(404, f"no measurements for {what}")
+        raise problem(404, f"no measurements for {what}", "path.resource")
     return sid
 
 
 def insufficient(exc: InsufficientData) -> HTTPException:
-    return HTTPException(
-        409,
-        {"reason": "too little data to forecast", "samples": exc.n, "needed": exc.minimum},
+    return problem(
+        409, f"too little data to forecast: {exc.n} samples, {exc.minimum} needed", "path.resource"
     )
 
 
 @router.get("/forecasts/{resource}/{metric}")
 def get_forecast(
-    resource: str,
+    resource: NamePath,
     metric: Metric,
     session: SessionDep,
     _role: Annotated[str, Depends(require(*READ))],
     cache: ForecastCacheDep,
-    peer: str | None = None,
-    horizon: Annotated[float | None, Query(gt=0, description="seconds to average over")] = None,
-    confidence: Annotated[float, Query(gt=0, lt=1)] = 0.95,
+    peer: PeerQuery = None,
+    horizon: Annotated[
+        Duration | None, Query(description="seconds to average over, at most a year")
+    ] = None,
+    confidence: ConfidenceQuery = 0.95,
     at: Annotated[
-        float | None, Query(description="evaluate as of this unix time (past data only)")
+        Timestamp | None, Query(description="evaluate as of this unix time (past data only)")
     ] = None,
 ) -> dict[str, Any]:
     sid = series_or_404(session, resource, metric, peer)
@@ -70,14 +79,14 @@ def get_forecast(
 
 @router.get("/resources/{resource}/history/{metric}")
 def get_history(
-    resource: str,
+    resource: NamePath,
     metric: Metric,
     session: SessionDep,
     _role: Annotated[str, Depends(require(*READ))],
     cache: ForecastCacheDep,
-    peer: str | None = None,
+    peer: PeerQuery = None,
     limit: Annotated[int, Query(ge=10, le=20_000)] = 1000,
-    confidence: Annotated[float, Query(gt=0, lt=1)] = 0.95,
+    confidence: ConfidenceQuery = 0.95,
 ) -> dict[str, Any]:
     """Recent samples with the one-step forecast each was given (from earlier data only)."""
     sid = series_or_404(session, resource, metric, peer)

@@ -14,18 +14,23 @@ from ppe.service.deps import (
     MetricsDep,
     SessionDep,
     SettingsDep,
+    commit,
 )
+from ppe.service.errors import CONFLICT, ROUTER_RESPONSES, ProblemRoute
 from ppe.service.schemas import BatchAccepted, MeasurementBatch, ProblemReport
 from ppe.service.store.measurements import NEW_SERIES, Row, insert_batch
 from ppe.service.validation import check_batch
 
-router = APIRouter(tags=["measurements"])
+router = APIRouter(tags=["measurements"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
 
 @router.post(
     "/measurements",
     response_model=BatchAccepted,
-    responses={422: {"model": ProblemReport, "description": "batch rejected whole"}},
+    responses={
+        422: {"model": ProblemReport, "description": "batch rejected whole"},
+        **CONFLICT,
+    },
 )
 def post_measurements(
     batch: MeasurementBatch,
@@ -49,7 +54,7 @@ def post_measurements(
         for m in batch.measurements
     ]
     inserted = insert_batch(session, rows)
-    session.commit()  # acknowledge only what is durable
+    commit(session)  # acknowledge only what is durable
     forecasts.invalidate()
     if session.info.pop(NEW_SERIES, False):
         index.clear()  # a new link: this worker's next plan sees it

@@ -8,16 +8,16 @@ from fastapi import APIRouter, Depends, Response
 
 from ppe.service import planning
 from ppe.service.auth import APP_USE, require
-from ppe.service.deps import ForecastCacheDep, IndexCacheDep, MetricsDep, SessionDep
-from ppe.service.errors import domain_errors
+from ppe.service.deps import ForecastCacheDep, IndexCacheDep, MetricsDep, SessionDep, commit
+from ppe.service.errors import PLANNING, ROUTER_RESPONSES, ProblemRoute, domain_errors
 from ppe.service.responses import json_response
 from ppe.service.schemas import PredictionRequest
 from ppe.service.store.models import ServedLog
 
-router = APIRouter(tags=["predictions"])
+router = APIRouter(tags=["predictions"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
 
-@router.post("/predictions")
+@router.post("/predictions", responses=PLANNING)
 def post_prediction(
     body: PredictionRequest,
     session: SessionDep,
@@ -42,9 +42,11 @@ def post_prediction(
         "seed": getattr(pred, "seed", None),
         "horizon_s": result.horizon_s,
         "rounds": result.rounds,
+        "warnings": result.warnings,
     }
     log = ServedLog(kind="prediction", request=body.model_dump(mode="json"), response=response)
     session.add(log)
     session.flush()
+    commit(session)  # served only once logged
     metrics.predictions.inc()
     return json_response({"id": log.id, **response})

@@ -4,17 +4,18 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException
+from fastapi import APIRouter, Depends
 from sqlalchemy import select
 from sqlalchemy.orm import Session
 
 from ppe.service.auth import OPERATE, READ, require
-from ppe.service.deps import IndexCacheDep, SessionDep
-from ppe.service.schemas import ResourceOut, ResourcePut, SeriesOut
+from ppe.service.deps import IndexCacheDep, SessionDep, commit
+from ppe.service.errors import CONFLICT, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.schemas import NamePath, ResourceOut, ResourcePut, SeriesOut
 from ppe.service.store.measurements import ensure_resources
 from ppe.service.store.models import Resource, Series
 
-router = APIRouter(tags=["resources"])
+router = APIRouter(tags=["resources"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
 
 def _series_summaries(
@@ -51,28 +52,29 @@ def list_resources(
     return [_resource_out(r, series) for r in resources]
 
 
-@router.get("/resources/{name}", response_model=ResourceOut)
+@router.get("/resources/{name}", response_model=ResourceOut, responses=NOT_FOUND)
 def get_resource(
-    name: str, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
+    name: NamePath, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
 ) -> ResourceOut:
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one_or_none()
     if r is None:
-        raise HTTPException(404, f"unknown resource {name!r}")
+        raise problem(404, f"unknown resource {name!r}", "path.name")
     return _resource_out(r, _series_summaries(session, r.id))
 
 
-@router.put("/resources/{name}", response_model=ResourceOut)
+@router.put("/resources/{name}", response_model=ResourceOut, responses=CONFLICT)
 def put_resource(
-    name: str,
+    name: NamePath,
     body: ResourcePut,
     session: SessionDep,
     _role: Annotated[str, Depends(require(*OPERATE))],
     index: IndexCacheDep,
 ) -> ResourceOut:
-    """Register a host or merge new properties into an existing one."""
+    """Register a host or merge new properties into an existing one (the name follows the same
+    rules as a measurement's `resource`)."""
     ensure_resources(session, [name])
     r = session.execute(select(Resource).where(Resource.name == name)).scalar_one()
     r.properties = {**(r.properties or {}), **body.properties.model_dump(exclude_none=True)}
-    session.commit()
+    commit(session)
     index.clear()  # plans on this worker see the new properties at once
     return _resource_out(r, _series_summaries(session, r.id))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Response
+from fastapi import APIRouter, Depends, Query, Response
 from sqlalchemy import select
 
 from ppe.service import planning
@@ -15,16 +15,24 @@ from ppe.service.deps import (
     MetricsDep,
     PlanMemoDep,
     SessionDep,
+    commit,
 )
-from ppe.service.errors import domain_errors
+from ppe.service.errors import (
+    NOT_FOUND,
+    PLANNING,
+    ROUTER_RESPONSES,
+    ProblemRoute,
+    domain_errors,
+    problem,
+)
 from ppe.service.responses import json_response
-from ppe.service.schemas import ScheduleRequest
+from ppe.service.schemas import IdPath, ScheduleRequest
 from ppe.service.store.models import ServedLog
 
-router = APIRouter(tags=["schedules"])
+router = APIRouter(tags=["schedules"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
 
-@router.post("/schedules")
+@router.post("/schedules", responses=PLANNING)
 def post_schedule(
     body: ScheduleRequest,
     session: SessionDep,
@@ -46,12 +54,14 @@ def post_schedule(
         "rounds": result.rounds,
         "engine": getattr(result.prediction, "engine", None),
         "inputs": planning.inputs_report(result.inputs, body.confidence, body.at),
+        "warnings": list(answer.warnings),
     }
     if answer.replan is not None:
         response["replan"] = answer.replan
     log = ServedLog(kind="schedule", request=body.model_dump(mode="json"), response=response)
     session.add(log)
     session.flush()  # assigns the id; the stored response is the same minus it
+    commit(session)  # served only once logged
     response = {"id": log.id, **response}
     metrics.schedules.labels(body.strategy).inc()
     return json_response(response)  # already JSON-ready: skip FastAPI's generic encoder
@@ -80,15 +90,15 @@ def list_schedules(
     ]
 
 
-@router.get("/schedules/{schedule_id}")
+@router.get("/schedules/{schedule_id}", responses=NOT_FOUND)
 def get_schedule(
-    schedule_id: int,
+    schedule_id: IdPath,
     session: SessionDep,
     _role: Annotated[str, Depends(require(*READ))],
 ) -> dict[str, Any]:
     r = session.get(ServedLog, schedule_id)
     if r is None or r.kind != "schedule":
-        raise HTTPException(404, f"no schedule {schedule_id}")
+        raise problem(404, f"no schedule {schedule_id}", "path.schedule_id")
     return {
         "id": r.id,
         "created_at": r.created_at,
