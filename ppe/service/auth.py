@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import logging
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Annotated
@@ -22,10 +24,11 @@ from urllib.parse import urlsplit
 import anyio
 from fastapi import Depends, HTTPException, Request, status
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from sqlalchemy.exc import SQLAlchemyError
 
 from ppe.service.deps import services_of
 from ppe.service.store.db import session_scope
-from ppe.service.store.tokens import MAX_TOKEN_CHARS, TokenInfo, lookup
+from ppe.service.store.tokens import MAX_TOKEN_CHARS, TokenInfo, lookup, touch
 
 # Who may do what (DESIGN.md "Tokens"): admin may do everything.
 SENSOR_WRITE = ("sensor", "admin")
@@ -38,6 +41,7 @@ COOKIE = "ppe_token"  # the dashboard's session: the token itself, HttpOnly, Sam
 CSRF_HEADER = "X-PPE-CSRF"
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 
+log = logging.getLogger(__name__)
 bearer = HTTPBearer(auto_error=False, description="A token from `ppe token create`")
 
 
@@ -135,7 +139,21 @@ def resolve_identity(request: Request, token: str | None) -> TokenInfo | None:
             info = lookup(session, token)
         if info is not None:
             services.tokens.put(token, info)
+            _note_use(request, info)
     return info
+
+
+def _note_use(request: Request, info: TokenInfo) -> None:
+    """Best effort, apart from the check: a store too busy to take this write must not turn
+    a valid token away."""
+    now = time.time()
+    if not info.used_long_ago(now):
+        return
+    try:
+        with session_scope(services_of(request).sessions) as session:
+            touch(session, info.id, now)
+    except SQLAlchemyError as exc:
+        log.warning("could not record use of token %s: %s", info.id, exc)
 
 
 def resolve_role(request: Request, token: str | None) -> str | None:

@@ -8,10 +8,10 @@ import threading
 import time
 import unicodedata
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cachetools import TTLCache
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from ppe.service.store.models import LABEL_MAX, ROLES, ApiToken
@@ -45,20 +45,6 @@ def check_label(label: str) -> str:
     return label
 
 
-@dataclass(frozen=True)
-class TokenInfo:
-    """What a request may know about the token it presented (never the token itself)."""
-
-    id: int
-    role: str
-    expires_at: float | None = None
-
-    def expired(self, now: float | None = None) -> bool:
-        return (
-            self.expires_at is not None and (time.time() if now is None else now) >= self.expires_at
-        )
-
-
 def issue_token(
     session: Session, role: str, label: str = "", expires_at: float | None = None
 ) -> tuple[ApiToken, str]:
@@ -80,25 +66,45 @@ def create_token(
     return issue_token(session, role, label, expires_at)[1]
 
 
-def lookup(session: Session, token: str, now: float | None = None) -> TokenInfo | None:
-    """The token's identity when it is known, not revoked and not expired; else None.
+@dataclass(frozen=True)
+class TokenInfo:
+    """What a request may know about the token it presented (never the token itself)."""
 
-    Also records when it was last used (at most once per LAST_USED_RESOLUTION_S).
-    """
+    id: int
+    role: str
+    expires_at: float | None = None
+    # Read with the token: lets the caller skip the last-used write when it is recent.
+    last_used_at: float | None = field(default=None, compare=False)
+
+    def expired(self, now: float | None = None) -> bool:
+        return (
+            self.expires_at is not None and (time.time() if now is None else now) >= self.expires_at
+        )
+
+    def used_long_ago(self, now: float) -> bool:
+        return self.last_used_at is None or now - self.last_used_at >= LAST_USED_RESOLUTION_S
+
+
+def lookup(session: Session, token: str, now: float | None = None) -> TokenInfo | None:
+    """The token's identity when it is known, not revoked and not expired; else None."""
     if not token or len(token) > MAX_TOKEN_CHARS:
         return None
     now = time.time() if now is None else now
     row = session.execute(
-        select(ApiToken).where(ApiToken.token_hash == hash_token(token))
-    ).scalar_one_or_none()
-    if row is None or row.revoked:
+        select(ApiToken.id, ApiToken.role, ApiToken.expires_at, ApiToken.last_used_at).where(
+            ApiToken.token_hash == hash_token(token), ApiToken.revoked.is_(False)
+        )
+    ).first()
+    if row is None:
         return None
-    info = TokenInfo(row.id, row.role, row.expires_at)
-    if info.expired(now):
-        return None
-    if row.last_used_at is None or now - row.last_used_at >= LAST_USED_RESOLUTION_S:
-        row.last_used_at = now
-    return info
+    info = TokenInfo(row.id, row.role, row.expires_at, row.last_used_at)
+    return None if info.expired(now) else info
+
+
+def touch(session: Session, token_id: int, now: float | None = None) -> None:
+    """Record that the token was just used (callers do it at most once a minute per token)."""
+    now = time.time() if now is None else now
+    session.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
 
 
 def role_of(session: Session, token: str) -> str | None:
