@@ -29,7 +29,7 @@ def hash_token(token: str) -> str:
 
 
 def article(word: str) -> str:
-    """ "an admin token", "an app token", "a sensor token"."""
+    """The indefinite article for a word: "an admin", "an app", "a sensor"."""
     return "an" if word[:1].lower() in "aeiou" else "a"
 
 
@@ -105,11 +105,6 @@ def touch(session: Session, token_id: int, now: float | None = None) -> None:
     """Record that the token was just used (callers do it at most once a minute per token)."""
     now = time.time() if now is None else now
     session.execute(update(ApiToken).where(ApiToken.id == token_id).values(last_used_at=now))
-
-
-def role_of(session: Session, token: str) -> str | None:
-    info = lookup(session, token)
-    return info.role if info else None
 
 
 def list_tokens(session: Session) -> Sequence[ApiToken]:
