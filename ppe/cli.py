@@ -14,6 +14,7 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING
 
 from ppe.service.config import (
     ENV_DB_URL,
@@ -21,6 +22,11 @@ from ppe.service.config import (
     RetentionPolicy,
     database_url_from_env,
 )
+
+if TYPE_CHECKING:
+    from sqlalchemy.orm import Session
+
+    from ppe.service.store.models import ApiToken
 
 # Subcommands implemented elsewhere: name -> (module with main(argv), one-line help).
 DELEGATED = {
@@ -68,12 +74,31 @@ def build_parser() -> argparse.ArgumentParser:
         help="retention setting, e.g. served_log_days=3 (README 'Retention'; else PPE_RETAIN_*)",
     )
 
-    token = sub.add_parser("token", help="manage API tokens")
+    token = sub.add_parser("token", help="manage API tokens (list, create, label, revoke)")
     tsub = token.add_subparsers(dest="token_command", required=True)
     create = tsub.add_parser("create", help="create a token; it is printed alone on the last line")
     create.add_argument("--role", required=True, choices=["sensor", "app", "operator", "admin"])
     create.add_argument("--label", default="")
+    create.add_argument(
+        "--expires-in",
+        type=_duration,
+        default=None,
+        metavar="DURATION",
+        help="lifetime, e.g. 90d, 12h, 30m, 3600s (default: never expires)",
+    )
     _db_arg(create)
+    listing = tsub.add_parser("list", help="list tokens (never their secrets)")
+    listing.add_argument("--json", action="store_true", help="one JSON array instead of a table")
+    _db_arg(listing)
+    label = tsub.add_parser("label", help="change a token's label")
+    label.add_argument("id", type=int)
+    label.add_argument("label")
+    _db_arg(label)
+    revoke = tsub.add_parser(
+        "revoke", help="revoke a token (a running server stops accepting it within 10 s)"
+    )
+    revoke.add_argument("id", type=int)
+    _db_arg(revoke)
 
     mig = sub.add_parser("migrate", help="apply database migrations and exit")
     _db_arg(mig)
@@ -169,18 +194,110 @@ def _prepare_store(url: str) -> None:
         print(f"  PPE_ADMIN_TOKEN={token}", flush=True)
 
 
-def cmd_token_create(args: argparse.Namespace) -> int:
-    from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
-    from ppe.service.store.tokens import create_token
+DURATION_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
 
-    url = database_url_from_env(args.db)
+
+def _duration(text: str) -> float:
+    """`90d`, `12h`, `30m`, `3600s` or plain seconds, as seconds (> 0)."""
+    text = text.strip().lower()
+    unit = DURATION_UNITS.get(text[-1:], None)
+    number = text[:-1] if unit else text
+    try:
+        seconds = float(number) * (unit or 1)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (try 90d, 12h, 30m)") from None
+    if not 0 < seconds < float("inf"):
+        raise argparse.ArgumentTypeError(f"a duration must be positive: {text!r}")
+    return seconds
+
+
+@contextlib.contextmanager
+def _token_store(db: str | None) -> Iterator[Session]:
+    from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
+
+    url = database_url_from_env(db)
     migrate(url)
     engine = make_engine(url)
-    with session_scope(make_sessionmaker(engine)) as session:
-        token = create_token(session, args.role, args.label)
-    engine.dispose()
-    print(f"created a {args.role} token (store it now; only its hash is kept):", file=sys.stderr)
-    print(token)
+    try:
+        with session_scope(make_sessionmaker(engine)) as session:
+            yield session
+    finally:
+        engine.dispose()
+
+
+def _when(ts: float | None) -> str:
+    import time
+
+    return "-" if ts is None else time.strftime("%Y-%m-%d %H:%M", time.localtime(ts))
+
+
+def cmd_token(args: argparse.Namespace) -> int:
+    import time
+
+    from ppe.service.store.tokens import (
+        article,
+        check_label,
+        issue_token,
+        list_tokens,
+        relabel_token,
+        revoke_token,
+    )
+
+    command = args.token_command
+    if command in ("create", "label"):
+        try:
+            check_label(args.label)
+        except ValueError as exc:
+            print(f"ppe token {command}: {exc}", file=sys.stderr)
+            return 2
+    with _token_store(args.db) as session:
+        if command == "create":
+            expires = time.time() + args.expires_in if args.expires_in else None
+            new, token = issue_token(session, args.role, args.label, expires)
+            until = f", expires {_when(expires)}" if expires else ""
+            print(
+                f"created {article(args.role)} {args.role} token (id {new.id}{until}; "
+                "store it now, only its hash is kept):",
+                file=sys.stderr,
+            )
+            print(token)
+            return 0
+        if command == "list":
+            return _print_tokens(list_tokens(session), as_json=args.json)
+        row = (
+            relabel_token(session, args.id, args.label)
+            if command == "label"
+            else revoke_token(session, args.id)
+        )
+        if row is None:
+            print(f"ppe token {command}: no token {args.id}", file=sys.stderr)
+            return 1
+        done = f"labelled {args.label!r}" if command == "label" else "revoked"
+        print(f"token {row.id} ({row.role}) {done}")
+        return 0
+
+
+def _print_tokens(rows: Sequence[ApiToken], *, as_json: bool) -> int:
+    import json
+    import time
+
+    from ppe.service.schemas_tokens import TokenOut
+
+    now = time.time()
+    listed = [TokenOut.of(row, now) for row in rows]
+    if as_json:
+        print(json.dumps([t.model_dump() for t in listed], indent=2))
+        return 0
+    print(
+        f"{'id':>5}  {'role':<8}  {'state':<7}  {'created':<16}  {'expires':<16}  "
+        f"{'last used':<16}  label"
+    )
+    for t in listed:
+        state = "revoked" if t.revoked else "active" if t.active else "expired"
+        print(
+            f"{t.id:>5}  {t.role:<8}  {state:<7}  {_when(t.created_at):<16}  "
+            f"{_when(t.expires_at):<16}  {_when(t.last_used_at):<16}  {t.label}"
+        )
     return 0
 
 
@@ -241,7 +358,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "serve":
         return cmd_serve(args)
     if args.command == "token":
-        return cmd_token_create(args)
+        return cmd_token(args)
     if args.command == "migrate":
         return cmd_migrate(args)
     if args.command == "retention":

@@ -24,6 +24,7 @@ from ppe.service.api import (
     tokens,
 )
 from ppe.service.config import Settings
+from ppe.service.dashboard import docs
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
@@ -99,6 +100,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         version=__version__,
         description="Stochastic grid scheduling: forecasts, interval predictions, schedules.",
         lifespan=lifespan,
+        docs_url=None,  # FastAPI's own pages load from a CDN: ours are served from here
+        redoc_url=None,
     )
     app.add_middleware(MetricsMiddleware, metrics=metrics)
     app.add_exception_handler(RequestValidationError, _validation_handler)
@@ -118,7 +121,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(api)
     app.include_router(dashboard.router)
+    app.include_router(docs.router)
     app.mount(dashboard.STATIC_PATH, dashboard.static_files(), name="dashboard-static")
+    app.mount(docs.ASSETS_PATH, docs.asset_files(), name="docs-assets")
     return app
 
 

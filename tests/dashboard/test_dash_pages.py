@@ -77,9 +77,9 @@ def external_urls(text: str) -> list[str]:
 def all_pages(dash) -> dict[str, str]:  # type: ignore[no-untyped-def]
     """Every page the dashboard renders, signed in, plus the login form and its error variant."""
     out = {p: dash.client.get(p).text for p in PAGES}
-    dash.client.post("/logout")
+    assert dash.logout().status_code == 303
     out["/login"] = dash.client.get("/login").text
-    out["/login (error)"] = dash.client.post("/login", data={"token": "nope"}).text
+    out["/login (error)"] = dash.post_login({"token": "nope"}).text
     return out
 
 
@@ -104,11 +104,7 @@ def test_login_sets_strict_httponly_cookie_and_pages_then_open(dash) -> None:  #
     form = dash.client.get("/login?next=/playground")
     assert form.status_code == 200
     assert 'name="next" value="/playground"' in form.text
-    r = dash.client.post(
-        "/login",
-        data={"token": dash.tokens["operator"], "next": "/playground"},
-        follow_redirects=False,
-    )
+    r = dash.post_login({"token": dash.tokens["operator"], "next": "/playground"})
     assert r.status_code == 303 and r.headers["location"] == "/playground"
     cookie = r.headers["set-cookie"]
     assert cookie.startswith(f"ppe_token={dash.tokens['operator']};")
@@ -118,14 +114,19 @@ def test_login_sets_strict_httponly_cookie_and_pages_then_open(dash) -> None:  #
         page = dash.client.get(path, follow_redirects=False)
         assert page.status_code == 200, path
         assert "default-src 'self'" in page.headers["content-security-policy"]
-    # The cookie alone authenticates the pages' fetch() calls to the API.
-    assert dash.client.get("/api/v1/resources").status_code == 200
+    # The pages' fetch() calls authenticate with the cookie plus the page's CSRF header; the
+    # cookie alone is no credential for the API (tests/dashboard/test_dash_csrf.py).
+    csrf = re.search(r'name="ppe-csrf" content="([^"]+)"', page.text)
+    assert csrf
+    headers = {"X-PPE-CSRF": csrf.group(1), "Sec-Fetch-Site": "same-origin"}
+    assert dash.client.get("/api/v1/resources", headers=headers).status_code == 200
+    assert dash.client.get("/api/v1/resources").status_code == 401
 
 
 def test_logout_clears_cookie(dash) -> None:  # type: ignore[no-untyped-def]
     dash.login()
     assert dash.client.get("/", follow_redirects=False).status_code == 200
-    r = dash.client.post("/logout", follow_redirects=False)
+    r = dash.logout()
     assert r.status_code == 303 and r.headers["location"] == "/login"
     assert re.search(r'ppe_token="?"?;.*Max-Age=0', r.headers["set-cookie"])
     assert "ppe_token" not in dash.client.cookies
@@ -134,9 +135,9 @@ def test_logout_clears_cookie(dash) -> None:  # type: ignore[no-untyped-def]
 
 @pytest.mark.parametrize("role", ["sensor", "app"])
 def test_wrong_role_rejected(dash, role: str) -> None:  # type: ignore[no-untyped-def]
-    r = dash.client.post("/login", data={"token": dash.tokens[role]}, follow_redirects=False)
+    r = dash.post_login({"token": dash.tokens[role]})
     assert r.status_code == 403
-    assert "set-cookie" not in r.headers
+    assert "ppe_token" not in r.headers.get("set-cookie", "")
     assert "operator or admin token" in r.text
     # A cookie carrying such a token, set by hand, does not open the pages either.
     dash.client.cookies.set("ppe_token", dash.tokens[role])
@@ -145,9 +146,9 @@ def test_wrong_role_rejected(dash, role: str) -> None:  # type: ignore[no-untype
 
 @pytest.mark.parametrize("token", ["", "   ", "ppe_admin_not-a-real-token"])
 def test_unknown_token_rejected(dash, token: str) -> None:  # type: ignore[no-untyped-def]
-    r = dash.client.post("/login", data={"token": token}, follow_redirects=False)
+    r = dash.post_login({"token": token})
     assert r.status_code == 401
-    assert "set-cookie" not in r.headers
+    assert "ppe_token" not in r.headers.get("set-cookie", "")
     assert 'role="alert"' in r.text
 
 
@@ -174,9 +175,7 @@ def test_signed_in_login_page_goes_on(dash) -> None:  # type: ignore[no-untyped-
     ],
 )
 def test_next_never_leaves_the_dashboard(dash, target: str) -> None:  # type: ignore[no-untyped-def]
-    r = dash.client.post(
-        "/login", data={"token": dash.tokens["operator"], "next": target}, follow_redirects=False
-    )
+    r = dash.post_login({"token": dash.tokens["operator"], "next": target})
     assert r.headers["location"] == "/"
 
 

@@ -1,20 +1,56 @@
-"""User-defined performance-grammar models (Prophecy's template database)."""
+"""User-defined performance-grammar models (Prophecy's template database).
+
+A model belongs to the token that stored it: applications pick models by name, so one app token
+replacing another's model would silently change what the other is predicted with. Only the owner
+or an admin may replace or delete it; models without an owner (stored before ownership, or by an
+admin without a token) only an admin.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, HTTPException, status
+from fastapi import APIRouter, Depends, HTTPException, Response, status
 from fastapi.responses import JSONResponse
 from sqlalchemy import select
 
 from ppe.core import builtin_models, validate_model
-from ppe.service.auth import APP_USE, READ, require
+from ppe.service.auth import APP_USE, READ, Principal, authorize, require
 from ppe.service.deps import SessionDep
 from ppe.service.schemas import ModelIn
 from ppe.service.store.models import UserModel
 
 router = APIRouter(tags=["models"])
+AppUser = Annotated[Principal, Depends(authorize(*APP_USE))]
+
+
+def _out(m: UserModel) -> dict[str, Any]:
+    return {
+        "name": m.name,
+        "builtin": False,
+        "text": m.text,
+        "description": m.description,
+        "created_at": m.created_at,
+        "owner_token_id": m.owner_token_id,
+    }
+
+
+def _check_may_change(model: UserModel, who: Principal, verb: str) -> None:
+    if who.role == "admin":
+        return
+    if model.owner_token_id is None or model.owner_token_id != who.token_id:
+        whose = (
+            f"token {model.owner_token_id}'s" if model.owner_token_id is not None else "no token's"
+        )
+        raise HTTPException(
+            status.HTTP_403_FORBIDDEN,
+            f"model {model.name!r} is {whose}, not yours: only its owner or an admin token "
+            f"may {verb} it (or store yours under another name)",
+        )
+
+
+def _stored(session: SessionDep, name: str) -> UserModel | None:
+    return session.execute(select(UserModel).where(UserModel.name == name)).scalar_one_or_none()
 
 
 @router.get("/models")
@@ -26,35 +62,43 @@ def list_models(
         for name, text in builtin_models().items()
     ]
     for m in session.execute(select(UserModel).order_by(UserModel.name)).scalars():
-        out.append(
-            {
-                "name": m.name,
-                "builtin": False,
-                "text": m.text,
-                "description": m.description,
-                "created_at": m.created_at,
-            }
-        )
+        out.append(_out(m))
     return out
 
 
 @router.post("/models", status_code=status.HTTP_201_CREATED)
-def post_model(
-    body: ModelIn,
-    session: SessionDep,
-    _role: Annotated[str, Depends(require(*APP_USE))],
-) -> Any:
+def post_model(body: ModelIn, session: SessionDep, who: AppUser) -> Any:
     """Validate the model text (every error, with line, column and token) and store it."""
     if body.name in builtin_models():
         raise HTTPException(409, f"{body.name!r} is a built-in model; choose another name")
+    existing = _stored(session, body.name)
+    if existing is not None:
+        _check_may_change(existing, who, "replace")
     errors = validate_model(body.text)
     if errors:
         return JSONResponse({"detail": [e.to_dict() for e in errors]}, status_code=422)
-    existing = session.execute(
-        select(UserModel).where(UserModel.name == body.name)
-    ).scalar_one_or_none()
     if existing is None:
-        session.add(UserModel(name=body.name, text=body.text, description=body.description))
+        model = UserModel(
+            name=body.name,
+            text=body.text,
+            description=body.description,
+            owner_token_id=who.token_id,
+        )
+        session.add(model)
+        session.flush()
     else:
-        existing.text, existing.description = body.text, body.description
-    return {"name": body.name, "builtin": False, "text": body.text, "description": body.description}
+        model = existing
+        model.text, model.description = body.text, body.description
+    return _out(model)
+
+
+@router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
+def delete_model(name: str, session: SessionDep, who: AppUser) -> Response:
+    if name in builtin_models():
+        raise HTTPException(409, f"{name!r} is a built-in model; it cannot be deleted")
+    model = _stored(session, name)
+    if model is None:
+        raise HTTPException(404, f"no stored model {name!r}")
+    _check_may_change(model, who, "delete")
+    session.delete(model)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)

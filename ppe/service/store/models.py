@@ -22,6 +22,7 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 METRICS = ("cpu", "bandwidth", "latency")
 LINK_METRICS = ("bandwidth", "latency")
 ROLES = ("sensor", "app", "operator", "admin")
+LABEL_MAX = 255  # api_tokens.label column width
 # BigInteger ids on PostgreSQL, plain INTEGER (rowid alias) on SQLite.
 IdType = BigInteger().with_variant(Integer(), "sqlite")
 
@@ -73,15 +74,23 @@ class Measurement(Base):
 
 
 class ApiToken(Base):
-    """Bearer tokens, stored as SHA-256 digests: they are random, so no slow hash is needed."""
+    """Bearer tokens, stored as SHA-256 digests: they are random, so no slow hash is needed.
+
+    Rows are never deleted: a revoked token stays listed (who had access, until when).
+    """
 
     __tablename__ = "api_tokens"
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
     token_hash: Mapped[str] = mapped_column(String(64), unique=True)
     role: Mapped[str] = mapped_column(String(16))
-    label: Mapped[str] = mapped_column(String(255), default="")
+    label: Mapped[str] = mapped_column(String(LABEL_MAX), default="")
     created_at: Mapped[float] = mapped_column(Float, default=_now)
     revoked: Mapped[bool] = mapped_column(Boolean, default=False)
+    # Unix seconds; None: never expires.
+    expires_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+    revoked_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+    # Updated at most once a minute per token (store.tokens.LAST_USED_RESOLUTION_S).
+    last_used_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
 
 
 class ServedLog(Base):
@@ -105,6 +114,14 @@ class UserModel(Base):
     text: Mapped[str] = mapped_column(Text)
     description: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float, default=_now)
+    # The token that stored it: only that token or an admin may replace or delete the model.
+    # None for rows older than ownership and for models an admin stored without a token.
+    owner_token_id: Mapped[int | None] = mapped_column(
+        IdType,
+        ForeignKey("api_tokens.id", ondelete="SET NULL", name="fk_user_models_owner_token"),
+        nullable=True,
+        default=None,
+    )
 
 
 class ReplayJob(Base):

@@ -1,11 +1,14 @@
 /* PPE dashboard helpers shared by every page: API calls, formatting, DOM building, charts.
    Plain JavaScript, no framework: pages fetch the same JSON applications get, with the
-   same-origin HttpOnly cookie set at login. */
+   same-origin HttpOnly cookie set at login and the page's CSRF token in the X-PPE-CSRF header
+   (the API refuses the cookie without it). */
 "use strict";
 
 window.PPE = (function () {
   const root = document.body.dataset.root || "";
   const API = root + "/api/v1";
+  const csrfMeta = document.querySelector('meta[name="ppe-csrf"]');
+  const CSRF = csrfMeta ? csrfMeta.content : "";
 
   let skewMs = 0; // server clock minus ours, from each response's Date header (1 s resolution)
   /** Unix seconds by the server's clock, so sample ages do not depend on this machine's clock. */
@@ -37,6 +40,7 @@ window.PPE = (function () {
   /** GET (or POST with `json`) an API path; a 401 sends the operator back to the login form. */
   async function api(path, options = {}) {
     const init = { credentials: "same-origin", headers: { Accept: "application/json" } };
+    if (CSRF) init.headers["X-PPE-CSRF"] = CSRF;
     if (options.json !== undefined) {
       init.method = "POST";
       init.body = JSON.stringify(options.json);
