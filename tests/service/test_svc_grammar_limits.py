@@ -67,10 +67,10 @@ def served(env):  # type: ignore[no-untyped-def]
     return env
 
 
-def store(env: Any, name: str, text: str) -> Any:
+def store(env: Any, name: str, text: str, role: str = "app") -> Any:
     assert len(text) <= 100_000  # within the schema: the answer is the grammar's
     return env.client.post(
-        "/api/v1/models", json={"name": name, "text": text}, headers=env.h("app")
+        "/api/v1/models", json={"name": name, "text": text}, headers=env.h(role)
     )
 
 
@@ -122,7 +122,15 @@ def test_stored_chain_over_the_chain_limit_is_refused(served) -> None:  # type: 
 
 
 def test_inline_20000_line_chain_is_refused(served) -> None:  # type: ignore[no-untyped-def]
-    refused(predict(served, grammar=chain(20000)), "MAX_DEFINITIONS")
+    """Over the request's text cap, the schema refuses it before any parsing; under the cap, the
+    definition limit does."""
+    text = chain(20000)
+    r = predict(served, grammar=text)
+    assert r.status_code == 422, r.text
+    (first,) = r.json()["detail"]
+    assert first["field"] == "grammar" and len(text) > 100_000
+    assert "100000" in first["reason"]
+    refused(predict(served, grammar=chain(4000)), "MAX_DEFINITIONS")
 
 
 def test_inline_5000_deep_parentheses_are_refused(served) -> None:  # type: ignore[no-untyped-def]
@@ -148,8 +156,8 @@ def test_models_stored_before_the_limits_are_refused_when_used(served, text, lim
     store_unchecked(served, "old-model", text)
     refused(schedule(served, "old-model"), limit)
     refused(predict(served, model="old-model"), limit)
-    # the store still lists it, so its owner can see and replace it
-    r = store(served, "old-model", chain(10))
+    # the store still lists it, so an admin can see and replace it (it has no owner)
+    r = store(served, "old-model", chain(10), role="admin")
     assert r.status_code == 201, r.text
     assert schedule(served, "old-model").status_code == 200
 

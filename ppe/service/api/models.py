@@ -17,11 +17,20 @@ from sqlalchemy import select
 from ppe.core import builtin_models, validate_model
 from ppe.service.auth import APP_USE, READ, Principal, authorize, require
 from ppe.service.deps import SessionDep
+from ppe.service.errors import (
+    CONFLICT,
+    NOT_FOUND,
+    PLANNING,
+    ROUTER_RESPONSES,
+    ProblemRoute,
+    problem,
+)
 from ppe.service.schemas import ModelIn
 from ppe.service.store.models import UserModel
 
-router = APIRouter(tags=["models"])
+router = APIRouter(tags=["models"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 AppUser = Annotated[Principal, Depends(authorize(*APP_USE))]
+MODEL_WRITE = {**CONFLICT, 422: PLANNING[422]}
 
 
 def _out(m: UserModel) -> dict[str, Any]:
@@ -66,11 +75,11 @@ def list_models(
     return out
 
 
-@router.post("/models", status_code=status.HTTP_201_CREATED)
+@router.post("/models", status_code=status.HTTP_201_CREATED, responses=MODEL_WRITE)
 def post_model(body: ModelIn, session: SessionDep, who: AppUser) -> Any:
     """Validate the model text (every error, with line, column and token) and store it."""
     if body.name in builtin_models():
-        raise HTTPException(409, f"{body.name!r} is a built-in model; choose another name")
+        raise problem(409, f"{body.name!r} is a built-in model; choose another name", "name")
     existing = _stored(session, body.name)
     if existing is not None:
         _check_may_change(existing, who, "replace")
@@ -92,13 +101,17 @@ def post_model(body: ModelIn, session: SessionDep, who: AppUser) -> Any:
     return _out(model)
 
 
-@router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete(
+    "/models/{name}",
+    status_code=status.HTTP_204_NO_CONTENT,
+    responses={**NOT_FOUND, **CONFLICT},
+)
 def delete_model(name: str, session: SessionDep, who: AppUser) -> Response:
     if name in builtin_models():
-        raise HTTPException(409, f"{name!r} is a built-in model; it cannot be deleted")
+        raise problem(409, f"{name!r} is a built-in model; it cannot be deleted", "path.name")
     model = _stored(session, name)
     if model is None:
-        raise HTTPException(404, f"no stored model {name!r}")
+        raise problem(404, f"no stored model {name!r}", "path.name")
     _check_may_change(model, who, "delete")
     session.delete(model)
     return Response(status_code=status.HTTP_204_NO_CONTENT)

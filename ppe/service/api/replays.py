@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any, BinaryIO
 
-from fastapi import APIRouter, Depends, HTTPException, Query, Request, status
+from fastapi import APIRouter, Depends, Query, Request, status
 from python_multipart.exceptions import FormParserError
 from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy import select
@@ -15,10 +15,12 @@ from starlette.concurrency import run_in_threadpool
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.config import Settings
 from ppe.service.deps import ReplayRunnerDep, SessionDep, SettingsDep
+from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
 from ppe.service.replay_jobs import JobError, TooLarge, upload_name
+from ppe.service.schemas import IdPath, ProblemReport
 from ppe.service.store.models import ReplayJob
 
-router = APIRouter(tags=["replays"])
+router = APIRouter(tags=["replays"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
 #: Largest JSON body, and largest `config` field of a multipart body: settings, not data.
 MAX_CONFIG_BYTES = 64 * 2**10
@@ -202,7 +204,7 @@ async def _receive_uploads(
     "/replays",
     status_code=status.HTTP_202_ACCEPTED,
     description=POST_DESCRIPTION,
-    responses={413: {"description": "over a size limit"}, 422: {"description": "refused"}},
+    responses={413: {"model": ProblemReport, "description": "over a size limit"}},
 )
 async def post_replay(
     request: Request,
@@ -223,11 +225,11 @@ async def post_replay(
             config = await _json_body(request)
             job_id = await run_in_threadpool(runner.submit, config, settings)
     except TooLarge as exc:
-        raise HTTPException(413, [{"field": exc.field, "reason": str(exc)}]) from exc
+        raise problem(413, str(exc), exc.field) from exc
     except JobError as exc:
-        raise HTTPException(422, [{"field": exc.field, "reason": str(exc)}]) from exc
+        raise problem(422, str(exc), exc.field) from exc
     except (ValueError, TypeError) as exc:
-        raise HTTPException(422, [{"field": "config", "reason": str(exc)}]) from exc
+        raise problem(422, str(exc), "config") from exc
     return {"id": job_id, "status": "queued", "url": f"/api/v1/replays/{job_id}"}
 
 
@@ -241,11 +243,11 @@ def list_replays(
     return [_summary(j) for j in jobs]
 
 
-@router.get("/replays/{job_id}")
+@router.get("/replays/{job_id}", responses=NOT_FOUND)
 def get_replay(
-    job_id: int, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
+    job_id: IdPath, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
 ) -> dict[str, Any]:
     job = session.get(ReplayJob, job_id)
     if job is None:
-        raise HTTPException(404, f"no replay job {job_id}")
+        raise problem(404, f"no replay job {job_id}", "path.job_id")
     return {**_summary(job), "report": job.report}

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, Depends, HTTPException, Request, status
+from fastapi import APIRouter, Depends, Request, status
 
 from ppe.service.auth import ADMIN, require
 from ppe.service.deps import SessionDep, services_of
+from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.schemas import IdPath
 from ppe.service.schemas_tokens import (
     TokenCreate,
     TokenCreated,
@@ -19,13 +21,13 @@ from ppe.service.schemas_tokens import (
 from ppe.service.store.models import ApiToken
 from ppe.service.store.tokens import get_token, issue_token, list_tokens, revoke_token
 
-router = APIRouter(tags=["tokens"])
+router = APIRouter(tags=["tokens"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 AdminDep = Annotated[str, Depends(require(*ADMIN))]
 
 
 def _found(row: ApiToken | None, token_id: int) -> ApiToken:
     if row is None:
-        raise HTTPException(status.HTTP_404_NOT_FOUND, f"no token {token_id}")
+        raise problem(status.HTTP_404_NOT_FOUND, f"no token {token_id}", "path.token_id")
     return row
 
 
@@ -41,21 +43,25 @@ def post_token(body: TokenCreate, session: SessionDep, _role: AdminDep) -> Token
     return TokenCreated(**out.model_dump(), token=token, message=created_message(body.role))
 
 
-@router.get("/tokens/{token_id}", response_model=TokenOut)
-def get_one(token_id: int, session: SessionDep, _role: AdminDep) -> TokenOut:
+@router.get("/tokens/{token_id}", response_model=TokenOut, responses=NOT_FOUND)
+def get_one(token_id: IdPath, session: SessionDep, _role: AdminDep) -> TokenOut:
     return TokenOut.of(_found(get_token(session, token_id), token_id))
 
 
-@router.patch("/tokens/{token_id}", response_model=TokenOut)
-def patch_token(token_id: int, body: TokenUpdate, session: SessionDep, _role: AdminDep) -> TokenOut:
+@router.patch("/tokens/{token_id}", response_model=TokenOut, responses=NOT_FOUND)
+def patch_token(
+    token_id: IdPath, body: TokenUpdate, session: SessionDep, _role: AdminDep
+) -> TokenOut:
     row = _found(get_token(session, token_id), token_id)
     row.label = body.label
     session.flush()  # a store that refuses the label fails this request, not a later one
     return TokenOut.of(row)
 
 
-@router.post("/tokens/{token_id}/revoke", response_model=TokenOut)
-def post_revoke(token_id: int, request: Request, session: SessionDep, _role: AdminDep) -> TokenOut:
+@router.post("/tokens/{token_id}/revoke", response_model=TokenOut, responses=NOT_FOUND)
+def post_revoke(
+    token_id: IdPath, request: Request, session: SessionDep, _role: AdminDep
+) -> TokenOut:
     """Idempotent. This worker forgets the token at once; other workers within their cache's
     lifetime (TokenCache.ttl_s)."""
     row = _found(revoke_token(session, token_id), token_id)
