@@ -14,7 +14,7 @@ from typing import Annotated
 
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy import Engine
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ppe.service.config import Settings
@@ -54,13 +54,21 @@ def commit(session: Session) -> None:
     took meanwhile): nothing of this request is stored, and the client is told so."""
     try:
         session.commit()
-    except IntegrityError as exc:
+    except (IntegrityError, OperationalError) as exc:
+        if isinstance(exc, OperationalError) and not _lost_write_race(exc):
+            raise
         session.rollback()
         reason = (
             "conflict: another request stored the same key (e.g. a name) at the same time; "
             "nothing was stored, retry"
         )
         raise HTTPException(409, [Problem(reason=reason).model_dump()]) from exc
+
+
+def _lost_write_race(exc: OperationalError) -> bool:
+    """SQLite refuses a transaction that read before another writer committed ("database is
+    locked" at once, whatever the busy timeout): a lost race like a unique-key conflict."""
+    return "database is locked" in str(exc.orig)
 
 
 def get_session(request: Request) -> Iterator[Session]:

@@ -69,9 +69,7 @@ def served(env):  # type: ignore[no-untyped-def]
 
 def store(env: Any, name: str, text: str, role: str = "app") -> Any:
     assert len(text) <= 100_000  # within the schema: the answer is the grammar's
-    return env.client.post(
-        "/api/v1/models", json={"name": name, "text": text}, headers=env.h(role)
-    )
+    return env.client.post("/api/v1/models", json={"name": name, "text": text}, headers=env.h(role))
 
 
 def store_unchecked(env: Any, name: str, text: str) -> None:

@@ -16,7 +16,7 @@ from sqlalchemy import select
 
 from ppe.core import builtin_models, validate_model
 from ppe.service.auth import APP_USE, READ, Principal, authorize, require
-from ppe.service.deps import SessionDep
+from ppe.service.deps import SessionDep, commit
 from ppe.service.errors import (
     CONFLICT,
     NOT_FOUND,
@@ -94,10 +94,10 @@ def post_model(body: ModelIn, session: SessionDep, who: AppUser) -> Any:
             owner_token_id=who.token_id,
         )
         session.add(model)
-        session.flush()
     else:
         model = existing
         model.text, model.description = body.text, body.description
+    commit(session)  # before the 201: a lost race on the name answers 409, nothing stored
     return _out(model)
 
 
