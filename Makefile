@@ -3,8 +3,9 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 DB     ?= sqlite:///ppe.db
-# Server-side traces replay jobs may read (the shared Bitbrains set, when it is there).
-TRACE_DIR ?= $(wildcard ../shared/traces)
+# Server-side traces replay jobs may read: the demo sample shipped here (a job names it
+# `bitbrains-sample`), and the shared Bitbrains set beside the checkout when it is there.
+TRACE_DIR ?= examples/traces $(wildcard ../shared/traces)
 PYTEST_ARGS ?=
 
 .PHONY: run test lint bench clean
@@ -23,7 +24,7 @@ $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 
 ## Set up and start the service with its dashboard on an embedded SQLite store.
 run: $(VENV)/.installed
-	$(BIN)/ppe serve --db $(DB) $(if $(TRACE_DIR),--trace-dir $(TRACE_DIR))
+	$(BIN)/ppe serve --db $(DB) $(foreach d,$(TRACE_DIR),--trace-dir $(d))
 
 ## Set up and run the whole test suite.
 test: $(VENV)/.installed-test

@@ -14,14 +14,14 @@ from ppe.traces import trace_files, trace_name
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_TRACES = ROOT.parent / "shared" / "traces" / "bitbrains-rnd-2013-7"
-SAMPLE_TRACES = ROOT / "tests" / "data" / "bitbrains-sample"
+SAMPLE_TRACES = ROOT / "examples" / "traces" / "bitbrains-sample"
 TRACES_ENV = "PPE_TEST_TRACES_DIR"
 POSTGRES_ENV = "PPE_TEST_POSTGRES_URL"
 
 
 def real_traces_dir() -> Path:
     """The real traces tests read: ``$PPE_TEST_TRACES_DIR``, else the full shared set when it
-    is there, else the sample kept in the repository (tests/data/bitbrains-sample/README.md)."""
+    is there, else the sample kept in the repository (examples/traces/bitbrains-sample/README.md)."""
     if os.environ.get(TRACES_ENV):
         return Path(os.environ[TRACES_ENV]).resolve()
     return SHARED_TRACES if SHARED_TRACES.is_dir() else SAMPLE_TRACES
