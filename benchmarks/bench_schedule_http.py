@@ -28,6 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 TRACES = ROOT.parent / "shared" / "traces" / "bitbrains-rnd-2013-7"
 sys.path.insert(0, str(ROOT))
 
+from common import token  # noqa: E402  (benchmarks/common.py, beside this script)
+
 from ppe.traces import read_traces  # noqa: E402
 
 
@@ -119,16 +121,6 @@ def server_cpu(pid: int) -> float:
     """CPU seconds used so far by the server's processes (the client's own cost left out)."""
     procs = [psutil.Process(pid), *psutil.Process(pid).children(recursive=True)]
     return sum(t.user + t.system for t in (p.cpu_times() for p in procs))
-
-
-def token(db: str, role: str) -> str:
-    out = subprocess.run(
-        [sys.executable, "-m", "ppe", "token", "create", "--role", role, "--db", db],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
 
 
 def main() -> None:

@@ -40,6 +40,8 @@ import sqlalchemy
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from common import token  # noqa: E402  (benchmarks/common.py, beside this script)
+
 from ppe.service.store.db import make_engine, normalize_url  # noqa: E402
 
 DEFAULT_DB = "postgresql+psycopg://postgres@127.0.0.1:5432/ppe_soak"
@@ -93,17 +95,6 @@ def reset_database(url: str) -> bool:
         conn.execute(sqlalchemy.text("CREATE SCHEMA public"))
     engine.dispose()
     return True
-
-
-def token(db: str, role: str) -> str:
-    """Tokens as the other benchmarks make them: `ppe token create`, last line."""
-    out = subprocess.run(
-        [sys.executable, "-m", "ppe", "token", "create", "--role", role, "--db", db],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return out.stdout.strip().splitlines()[-1]
 
 
 def store_counts(engine: sqlalchemy.Engine) -> dict[str, int]:
