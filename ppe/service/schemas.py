@@ -67,9 +67,6 @@ ModelName = Annotated[
 #: Model parameter and resource property names: ASCII identifiers of at most 64 characters.
 PARAM_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]{0,63}$"
 ParamName = Annotated[str, Field(min_length=1, max_length=64, pattern=PARAM_PATTERN)]
-Label = Annotated[
-    str, Field(max_length=255, pattern=LINE_PATTERN, description="one line, at most 255 chars")
-]
 Description = Annotated[
     str, Field(max_length=4096, pattern=TEXT_PATTERN, description="text, at most 4096 chars")
 ]
@@ -334,17 +331,7 @@ class ResourcePut(BaseModel):
     properties: ResourceProperties
 
 
-# --------------------------------------------------------------------------- tokens
-
-
-class TokenCreate(BaseModel):
-    role: Role
-    label: Label = ""
-
-
-class TokenCreated(BaseModel):
-    token: str
-    role: Role
+# Token schemas (labels included) live in schemas_tokens.py.
 
 
 # ------------------------------------------------------------------------- planning
