@@ -7,6 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio.to_thread
+from anyio import CapacityLimiter
 from fastapi import APIRouter, FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
@@ -72,6 +73,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             engine,
             history_limit=settings.history_limit,
             window_s=settings.retention.raw_window_s(),  # never mix in downsampled rows
+            max_series=settings.forecast_series,
         )
         if settings.migrate_on_start:  # single process: nobody else is running jobs
             fail_interrupted(sessions)
@@ -85,6 +87,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             index=IndexCache(),
             plan_memo=PlanMemo(),
             replays=ReplayRunner(sessions),
+            planning=CapacityLimiter(max(1, settings.planning_threads)),
         )
         app.state.services = services
         # Every worker runs one; a store lock lets only one of them work each round.

@@ -122,11 +122,17 @@ class Settings:
     migrate_on_start: bool = True
     # How many recent samples per series the forecasts use (the battery replays them on change).
     history_limit: int = 5_000
+    # Series whose history and forecaster state a worker keeps in memory (least recently used
+    # go first): about 250 KB each at the default history limit.
+    forecast_series: int = 2048
     # Where replay jobs may read server-side traces from.
     trace_dirs: tuple[str, ...] = field(default_factory=tuple)
     # Threads that run request handlers in each worker. Planning is CPU-bound Python: more
     # threads than cores only trade throughput for GIL contention.
     request_threads: int = 4
+    # Of those, how many may plan at once (schedules, predictions); the rest stay free for
+    # ingestion and reads, so a crowd of applications never starves the sensors.
+    planning_threads: int = 2
     # Replay jobs. A Dask scheduler the server's own jobs may use (None: "dask" is refused);
     # callers never name one, so the server connects only where its operator said.
     dask_scheduler: str | None = None
@@ -153,6 +159,7 @@ class Settings:
             migrate_on_start=os.environ.get("PPE_SKIP_MIGRATIONS", "") != "1",
             trace_dirs=dirs,
             request_threads=int(os.environ.get("PPE_REQUEST_THREADS", "4")),
+            planning_threads=int(os.environ.get("PPE_PLANNING_THREADS", "2")),
             dask_scheduler=os.environ.get("PPE_DASK_SCHEDULER") or None,
             **{
                 name: int(os.environ[env])
@@ -165,6 +172,7 @@ class Settings:
 
 #: Integer settings read from the environment when set (else the defaults above).
 _INT_ENV = {
+    "forecast_series": "PPE_FORECAST_SERIES",
     "replay_max_workers": "PPE_REPLAY_MAX_WORKERS",
     "max_upload_bytes": "PPE_MAX_UPLOAD_BYTES",
     "max_upload_files": "PPE_MAX_UPLOAD_FILES",

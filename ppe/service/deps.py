@@ -8,10 +8,12 @@ read on the schedule route, which serves hundreds of requests a second.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, TypeVar
 
+import anyio.to_thread
+from anyio import CapacityLimiter
 from fastapi import Depends, HTTPException, Request
 from sqlalchemy import Engine
 from sqlalchemy.exc import IntegrityError, OperationalError
@@ -40,6 +42,8 @@ class Services:
     index: IndexCache
     plan_memo: PlanMemo
     replays: ReplayRunner
+    #: threads that may plan at once (Settings.planning_threads); see :func:`planning_thread`
+    planning: CapacityLimiter
 
 
 def services_of(request: Request) -> Services:
@@ -84,6 +88,20 @@ def get_session(request: Request) -> Iterator[Session]:
             session.rollback()
             raise
         commit(session)
+
+
+T = TypeVar("T")
+
+
+async def planning_thread(request: Request, work: Callable[[], T]) -> T:
+    """Run CPU-bound planning in a thread of its own pool, not the request pool.
+
+    A plan holds its thread for tens of milliseconds of Python; run in the shared pool, a crowd
+    of applications took every thread and sensors' batches queued behind them for seconds.
+    Planning routes are ``async def`` and hand their work here; everything else (ingestion,
+    reads, the session's commit) keeps the request pool.
+    """
+    return await anyio.to_thread.run_sync(work, limiter=services_of(request).planning)
 
 
 async def get_engine(request: Request) -> Engine:

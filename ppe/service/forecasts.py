@@ -6,8 +6,11 @@ newest it holds) when its copy is older than `fresh_s` or this worker just store
 The online state makes a new sample cost one incremental update instead of a replay; fitted
 distributions are cached per (data, horizon), and horizons are snapped to the forecaster's
 5 % grid (as replay does) so the horizon loop of many requests lands on the same fits.
-Results are memoised on (series, newest sample, sample count, horizon, confidence), so repeated
-schedules over the same hosts cost dictionary look-ups; any new measurement changes the key.
+Results are memoised per series on (horizon, confidence) until the series gains a sample, so
+repeated schedules over the same hosts cost dictionary look-ups; a new sample drops every memo of
+its series at once (they all describe data that is no longer the newest). The worker keeps at most
+`max_series` series (least recently used go first, read again from the store when next asked),
+so its memory is bounded by that count and the history limit, whatever the traffic.
 Forecasts `at` a past time are computed from the store, from rows strictly before it.
 """
 
@@ -20,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
-from cachetools import TTLCache
+from cachetools import LRUCache, TTLCache
 from sqlalchemy import Engine
 
 from forecaster import (
@@ -41,6 +44,9 @@ from ppe.service.store.measurements import latest_timestamps, read_series
 
 #: How long a worker reuses the measured dependence between hosts (see co_movement).
 DEPENDENCE_TTL_S = 600.0
+#: Memoised (horizon, confidence) answers per series before they are dropped wholesale: horizons
+#: snap to a 5 % grid, so a series is rarely asked for more than a few dozen.
+MAX_MEMOS_PER_SERIES = 128
 CPU_BOUNDS = (0.0, 1.0)
 NONNEGATIVE = (0.0, float("inf"))
 
@@ -54,12 +60,20 @@ def analog_for(metric: str) -> AnalogOptions:
     return CPU_ANALOG if metric == "cpu" else BANDWIDTH_ANALOG
 
 
+#: A memoised forecast and, once asked for, its model input and that input's JSON.
+_Memo = tuple[SeriesForecast, tuple[StochasticValue, dict[str, Any]] | None]
+
+
 @dataclass
 class _History:
+    """One series as this worker holds it: recent samples, the battery's online state, and
+    everything memoised on exactly these samples (dropped whenever a sample arrives)."""
+
     timestamps: np.ndarray = field(default_factory=lambda: np.empty(0))
     values: np.ndarray = field(default_factory=lambda: np.empty(0))
     online: SeriesForecaster | None = None
     fits: dict[Hashable, Distribution] = field(default_factory=dict)
+    memos: dict[tuple[float | None, float], _Memo] = field(default_factory=dict)
     checked_at: float = 0.0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -71,8 +85,13 @@ class _History:
                 self.online.update(t, v)
         self.timestamps = np.concatenate([self.timestamps, ts])[-limit:]
         self.values = np.concatenate([self.values, vals])[-limit:]
-        if len(self.fits) > 256:
-            self.fits.clear()
+        self.fits.clear()  # keyed on the old (size, newest): none can be hit again
+        self.memos.clear()
+
+    def remember(self, key: tuple[float | None, float], memo: _Memo) -> None:
+        if len(self.memos) >= MAX_MEMOS_PER_SERIES:
+            self.memos.clear()
+        self.memos[key] = memo
 
 
 def within(
@@ -86,6 +105,16 @@ def within(
     return ts[start:], vals[start:]
 
 
+@dataclass(frozen=True)
+class CacheStats:
+    """What a worker holds (for /metrics and for tests of its bounds)."""
+
+    series: int
+    samples: int
+    memos: int
+    fits: int
+
+
 class ForecastCache:
     def __init__(
         self,
@@ -93,14 +122,13 @@ class ForecastCache:
         history_limit: int = 20_000,
         fresh_s: float = 1.0,
         window_s: float | None = None,
+        max_series: int = 2048,
     ) -> None:
         self.engine = engine
         self.history_limit = history_limit
         self.window_s = window_s
         self.fresh_s = fresh_s
-        self._histories: dict[int, _History] = {}
-        self._results: dict[tuple[Any, ...], SeriesForecast] = {}
-        self._inputs: dict[tuple[Any, ...], tuple[StochasticValue, dict[str, Any]]] = {}
+        self._histories: LRUCache[int, _History] = LRUCache(max_series)
         self._lock = threading.Lock()
         self._dependence: TTLCache[tuple[Any, ...], np.ndarray] = TTLCache(
             maxsize=256, ttl=DEPENDENCE_TTL_S
@@ -130,6 +158,16 @@ class ForecastCache:
         with self._lock:
             self._dependence[key] = out
         return out
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            held = list(self._histories.values())
+        return CacheStats(
+            series=len(held),
+            samples=sum(int(h.timestamps.size) for h in held),
+            memos=sum(len(h.memos) for h in held),
+            fits=sum(len(h.fits) for h in held),
+        )
 
     def invalidate(self, series_ids: set[int] | None = None) -> None:
         """Called after this worker stored new rows so its next read catches up at once."""
@@ -219,7 +257,7 @@ class ForecastCache:
 
         `age_s` of a live forecast is measured against the wall clock, so stale sensors show.
         """
-        fc = self._forecast(series_id, metric, horizon_s, confidence, at)[1]
+        fc = self._forecast(series_id, metric, horizon_s, confidence, at)
         return fc if at is not None else with_age(fc, time.time())
 
     def forecast_input(
@@ -236,17 +274,19 @@ class ForecastCache:
 
         The forecast's `age_s` is as of when it was computed: callers that report it take it
         from `last_timestamp` (:func:`with_age`)."""
-        key, fc = self._forecast(series_id, metric, horizon_s, confidence, at)
-        hit = self._inputs.get(key) if key is not None else None
-        if hit is None:
+        if at is not None:
+            fc = self._forecast_at(series_id, metric, horizon_s, confidence, at)
             value = from_components(fc.distribution.kind, fc.distribution.components)
-            hit = (value, value.to_dict(confidence))
-            if key is not None:
-                with self._lock:
-                    if len(self._inputs) > 50_000:
-                        self._inputs.clear()
-                    self._inputs[key] = hit
-        return fc, hit[0], hit[1]
+            return fc, value, value.to_dict(confidence)
+        h, key, (fc, made) = self._live(series_id, metric, horizon_s, confidence)
+        if made is None:
+            value = from_components(fc.distribution.kind, fc.distribution.components)
+            made = (value, value.to_dict(confidence))
+            with h.lock:
+                current = h.memos.get(key)
+                if current is not None and current[0] is fc:  # else the series moved on
+                    h.memos[key] = (fc, made)
+        return fc, made[0], made[1]
 
     def _forecast(
         self,
@@ -255,42 +295,47 @@ class ForecastCache:
         horizon_s: float | None,
         confidence: float,
         at: float | None,
-    ) -> tuple[tuple[Any, ...] | None, SeriesForecast]:
-        horizon_s = snap_horizon(horizon_s)
+    ) -> SeriesForecast:
         if at is not None:
-            ts, vals = self.history_before(series_id, at)
-            return None, forecast_series(
-                ts,
-                vals,
-                now=at,
-                horizon_s=horizon_s,
-                confidence=confidence,
-                bounds=bounds_for(metric),
-                analog=analog_for(metric),
-            )
+            return self._forecast_at(series_id, metric, horizon_s, confidence, at)
+        return self._live(series_id, metric, horizon_s, confidence)[2][0]
+
+    def _forecast_at(
+        self, series_id: int, metric: str, horizon_s: float | None, confidence: float, at: float
+    ) -> SeriesForecast:
+        ts, vals = self.history_before(series_id, at)
+        return forecast_series(
+            ts,
+            vals,
+            now=at,
+            horizon_s=snap_horizon(horizon_s),
+            confidence=confidence,
+            bounds=bounds_for(metric),
+            analog=analog_for(metric),
+        )
+
+    def _live(
+        self, series_id: int, metric: str, horizon_s: float | None, confidence: float
+    ) -> tuple[_History, tuple[float | None, float], _Memo]:
+        """The forecast from this worker's copy of the series, memoised until it changes."""
+        key = (snap_horizon(horizon_s), confidence)
         h = self._fresh(series_id)
         with h.lock:
-            ts, vals = h.timestamps, h.values
-            newest = float(ts[-1]) if ts.size else None
-            key = (series_id, ts.size, newest, horizon_s, confidence)
-            with self._lock:
-                result = self._results.get(key)
-            if result is None:
-                result = forecast_series(
-                    ts,
-                    vals,
-                    horizon_s=horizon_s,
+            memo = h.memos.get(key)
+            if memo is None:
+                fc = forecast_series(
+                    h.timestamps,
+                    h.values,
+                    horizon_s=key[0],
                     confidence=confidence,
                     bounds=bounds_for(metric),
                     state=h.online,
                     fit_cache=h.fits,
                     analog=analog_for(metric),
                 )
-                with self._lock:
-                    if len(self._results) > 50_000:
-                        self._results.clear()
-                    self._results[key] = result
-        return key, result
+                memo = (fc, None)
+                h.remember(key, memo)
+        return h, key, memo
 
 
 def age_at(fc: SeriesForecast, now: float | None) -> float:
@@ -304,4 +349,4 @@ def with_age(fc: SeriesForecast, now: float) -> SeriesForecast:
     return replace(fc, age_s=age_at(fc, now))
 
 
-__all__ = ["ForecastCache", "InsufficientData", "age_at", "bounds_for", "with_age"]
+__all__ = ["CacheStats", "ForecastCache", "InsufficientData", "age_at", "bounds_for", "with_age"]

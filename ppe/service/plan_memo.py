@@ -14,23 +14,30 @@ the next one starts (usually one round instead of three).
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Mapping
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
 from cachetools import LRUCache
 
-from ppe.pipeline import PlanResult
+from ppe.pipeline import HostForecasts
 
 
 @dataclass(frozen=True)
 class Answer:
-    """A plan with the JSON of its allocation and makespan (the parts that do not age)."""
+    """What a schedule's response needs, kept compact: the JSON of its allocation and makespan
+    (the parts that do not age) and the forecasts it rests on, never the plan's predicted
+    distributions themselves (Monte Carlo draws and density grids are the bulk of a plan, and
+    a memo of them grew each worker by hundreds of MB under steady traffic)."""
 
-    result: PlanResult
     allocation: list[dict[str, Any]]
     makespan: dict[str, Any]
+    horizon_s: float | None
+    rounds: int
+    engine: str | None
+    #: the forecasts of the last round, aged at answer time (``planning.inputs_report``)
+    inputs: Mapping[str, HostForecasts]
     #: for a running application (``current`` rows): move or keep, migration, keep's makespan
     replan: dict[str, Any] | None = None
     #: what the answer rests on that the caller should know (hosts floored or left out)

@@ -516,7 +516,10 @@ def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
     if body.replan_every_s is None:  # a re-plan's one-round horizon is no hint for others
         memo.remember_hint(hint_key, result.horizon_s)
     return Answer(
-        result=result,
+        horizon_s=result.horizon_s,
+        rounds=result.rounds,
+        engine=getattr(result.prediction, "engine", None),
+        inputs=result.inputs,
         allocation=[
             {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
             for h in result.hosts

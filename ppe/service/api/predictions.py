@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Response
+from fastapi import APIRouter, Depends, Request, Response
+from sqlalchemy.orm import Session
 
 from ppe.service import planning
 from ppe.service.auth import APP_USE, require
-from ppe.service.deps import ForecastCacheDep, IndexCacheDep, MetricsDep, SessionDep, commit
+from ppe.service.deps import (
+    ForecastCacheDep,
+    IndexCacheDep,
+    MetricsDep,
+    SessionDep,
+    commit,
+    planning_thread,
+)
 from ppe.service.errors import PLANNING, ROUTER_RESPONSES, ProblemRoute, domain_errors
+from ppe.service.forecasts import ForecastCache
+from ppe.service.metrics import Metrics
+from ppe.service.planning import IndexCache
 from ppe.service.responses import json_response
 from ppe.service.schemas import PredictionRequest
 from ppe.service.store.models import ServedLog
@@ -18,7 +30,8 @@ router = APIRouter(tags=["predictions"], route_class=ProblemRoute, responses=ROU
 
 
 @router.post("/predictions", responses=PLANNING)
-def post_prediction(
+async def post_prediction(
+    request: Request,
     body: PredictionRequest,
     session: SessionDep,
     metrics: MetricsDep,
@@ -26,6 +39,19 @@ def post_prediction(
     forecasts: ForecastCacheDep,
     index: IndexCacheDep,
 ) -> Response:
+    return await planning_thread(
+        request, partial(_serve_prediction, body, session, metrics, forecasts, index)
+    )
+
+
+def _serve_prediction(
+    body: PredictionRequest,
+    session: Session,
+    metrics: Metrics,
+    forecasts: ForecastCache,
+    index: IndexCache,
+) -> Response:
+    """Predict, log what is served, and answer (in a planning thread)."""
     with domain_errors():
         result = planning.predict(body, session, forecasts, index)
     c = body.confidence

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Query, Response
+from fastapi import APIRouter, Depends, Query, Request, Response
 from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ppe.service import planning
 from ppe.service.auth import APP_USE, READ, require
@@ -16,6 +18,7 @@ from ppe.service.deps import (
     PlanMemoDep,
     SessionDep,
     commit,
+    planning_thread,
 )
 from ppe.service.errors import (
     NOT_FOUND,
@@ -25,6 +28,10 @@ from ppe.service.errors import (
     domain_errors,
     problem,
 )
+from ppe.service.forecasts import ForecastCache
+from ppe.service.metrics import Metrics
+from ppe.service.plan_memo import PlanMemo
+from ppe.service.planning import IndexCache
 from ppe.service.responses import json_response
 from ppe.service.schemas import IdPath, ScheduleRequest
 from ppe.service.store.models import ServedLog
@@ -33,7 +40,8 @@ router = APIRouter(tags=["schedules"], route_class=ProblemRoute, responses=ROUTE
 
 
 @router.post("/schedules", responses=PLANNING)
-def post_schedule(
+async def post_schedule(
+    request: Request,
     body: ScheduleRequest,
     session: SessionDep,
     metrics: MetricsDep,
@@ -42,18 +50,31 @@ def post_schedule(
     index: IndexCacheDep,
     memo: PlanMemoDep,
 ) -> Response:
+    return await planning_thread(
+        request, partial(_serve_schedule, body, session, metrics, forecasts, index, memo)
+    )
+
+
+def _serve_schedule(
+    body: ScheduleRequest,
+    session: Session,
+    metrics: Metrics,
+    forecasts: ForecastCache,
+    index: IndexCache,
+    memo: PlanMemo,
+) -> Response:
+    """Plan, log what is served, and answer (in a planning thread)."""
     with domain_errors():
         answer = planning.schedule(body, session, forecasts, index, memo)
-    result = answer.result
     response: dict[str, Any] = {
         "app": body.app,
         "strategy": body.strategy,
         "allocation": answer.allocation,
         "makespan": answer.makespan,
-        "horizon_s": result.horizon_s,
-        "rounds": result.rounds,
-        "engine": getattr(result.prediction, "engine", None),
-        "inputs": planning.inputs_report(result.inputs, body.confidence, body.at),
+        "horizon_s": answer.horizon_s,
+        "rounds": answer.rounds,
+        "engine": answer.engine,
+        "inputs": planning.inputs_report(answer.inputs, body.confidence, body.at),
         "warnings": list(answer.warnings),
     }
     if answer.replan is not None:
