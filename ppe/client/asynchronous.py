@@ -60,14 +60,15 @@ class AsyncPPEClient:
         await self._http.aclose()
 
     async def _send(self, call: Call[T]) -> T:
+        content, headers = call.content(), call.all_headers()
         for attempt in itertools.count():
             try:
                 response = await self._http.request(
                     call.method,
                     call.path,
-                    json=call.json,
+                    content=content,
                     params=call.params,
-                    headers=call.headers,
+                    headers=headers,
                 )
             except httpx.TransportError as exc:
                 await asyncio.sleep(delay_after_error(self.retry, attempt, call, exc, self.url))

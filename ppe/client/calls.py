@@ -6,6 +6,7 @@ The sync and async clients differ only in how they send; each typed method build
 
 from __future__ import annotations
 
+import json as jsonlib
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +43,19 @@ class Call(Generic[T]):
     params: Mapping[str, Any] | None = None
     idempotent: bool = True
     headers: Mapping[str, str] = field(default_factory=dict)
+
+    def content(self) -> bytes | None:
+        """The body as JSON. NaN and infinities are written as JavaScript literals, not refused
+        here: the service refuses them itself, naming the item and field (422), so its checks
+        stay the only ones and the caller learns exactly which value was wrong."""
+        if self.json is None:
+            return None
+        return jsonlib.dumps(self.json, separators=(",", ":"), allow_nan=True).encode()
+
+    def all_headers(self) -> dict[str, str]:
+        if self.json is None:
+            return dict(self.headers)
+        return {"Content-Type": "application/json", **self.headers}
 
 
 def base_url(url: str | None) -> str:

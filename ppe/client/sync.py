@@ -61,14 +61,15 @@ class PPEClient:
         self._http.close()
 
     def _send(self, call: Call[T]) -> T:
+        content, headers = call.content(), call.all_headers()
         for attempt in itertools.count():
             try:
                 response = self._http.request(
                     call.method,
                     call.path,
-                    json=call.json,
+                    content=content,
                     params=call.params,
-                    headers=call.headers,
+                    headers=headers,
                 )
             except httpx.TransportError as exc:
                 time.sleep(delay_after_error(self.retry, attempt, call, exc, self.url))
