@@ -128,9 +128,9 @@ def has_route(app: FastAPI, path: str) -> bool:
     return any(getattr(r, "path", None) == path for r in app.routes)
 
 
-def service_app(db_url: str) -> FastAPI:
+def service_app(db_url: str, trace_dirs: tuple[str, ...] = ()) -> FastAPI:
     """The real app, with the FAKE run store only while the real one is missing."""
-    app = create_app(Settings(database_url=db_url))
+    app = create_app(Settings(database_url=db_url, trace_dirs=trace_dirs))
     if not has_route(app, "/api/v1/runs"):
         app.include_router(fake_runs_router(app))
     return app
