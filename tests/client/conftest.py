@@ -181,6 +181,7 @@ class Unavailable:
 
     def __init__(self, app: ASGI, count: int, retry_after: str | None = None) -> None:
         self.app, self.count, self.retry_after = app, count, retry_after
+        self.status = 503
         self.arrivals: list[float] = []
         self.refused = 0
 
@@ -192,7 +193,9 @@ class Unavailable:
                 headers = [(b"content-type", b"application/json")]
                 if self.retry_after is not None:
                     headers.append((b"retry-after", self.retry_after.encode()))
-                await send({"type": "http.response.start", "status": 503, "headers": headers})
+                await send(
+                    {"type": "http.response.start", "status": self.status, "headers": headers}
+                )
                 await send({"type": "http.response.body", "body": b'{"detail": "restarting"}'})
                 return
         await self.app(scope, receive, send)

@@ -35,6 +35,15 @@ def test_503_after_the_retries_is_a_server_error(flaky_service: Any) -> None:
     assert gate.refused == 2
 
 
+def test_other_5xx_is_a_server_error_at_once(flaky_service: Any) -> None:
+    service, gate = flaky_service
+    gate.status = 500
+    with PPEClient(service.url, service.tokens["app"], retries=4, backoff_s=0.01) as c:
+        with pytest.raises(PPEServerError) as err:
+            c.models()
+    assert err.value.status == 500 and len(gate.arrivals) == 1
+
+
 def test_4xx_is_never_retried(flaky_service: Any) -> None:
     service, gate = flaky_service
     gate.count = 0
