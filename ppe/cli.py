@@ -33,6 +33,7 @@ DELEGATED = {
     "sensor": ("sensors.cli", "run a sensor daemon on this host"),
     "replay": ("ppe.replay.cli", "replay recorded load traces through the pipeline"),
     "forecast-eval": ("ppe.evaluation.forecast_eval", "score the forecaster on load traces"),
+    "loadgen": ("sensors.loadgen", "burn CPU on a core following a recorded trace's usage"),
 }
 
 
