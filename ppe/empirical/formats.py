@@ -28,7 +28,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ppe.empirical.runs import DEFAULT_KERNEL, DEFAULT_METRIC, RunRecord, check_record
+from ppe.empirical.runs import (
+    DEFAULT_KERNEL,
+    DEFAULT_METRIC,
+    RunRecord,
+    check_record,
+    check_value,
+)
 
 FORMATS = ("extrap", "extrap-json", "jsonl", "csv")
 #: Extra-P's text sections, in the order a file declares them.
@@ -155,6 +161,14 @@ def _number(token: str, line: int | None, what: str) -> float:
         return float(token)
     except ValueError:
         raise FormatError.at(line, f"{what}: {token[:40]!r} is not a number") from None
+
+
+def _checked(value: float, line: int, what: str) -> float:
+    """One repetition of a format with one per line: refused with its own line."""
+    why = check_value(value)
+    if why:
+        raise FormatError.at(line, f"{what} {why}")
+    return value
 
 
 # ---------------------------------------------------------------- Extra-P text
@@ -446,7 +460,7 @@ def _read_jsonl(text: str, ctx: _Context) -> list[Located]:
         )
         if "value" not in obj:
             raise FormatError.at(line, 'no "value"')
-        values = _numbers(obj["value"], where, "value")
+        values = [_checked(v, line, "value") for v in _numbers(obj["value"], where, "value")]
         callpath = _expect(obj.get("callpath", DEFAULT_KERNEL), str, where, '"callpath": text')
         metric = _expect(obj.get("metric", DEFAULT_METRIC), str, where, '"metric": text')
         grouped.setdefault((callpath, metric, coords), (line, []))[1].extend(values)
@@ -482,7 +496,7 @@ def _read_csv(text: str, ctx: _Context) -> list[Located]:
         if ctx.app is not None and app != ctx.app:
             raise FormatError.at(line, f"app {app!r} is not the {ctx.app!r} asked for")
         coords = tuple(_number(c, line, n) for n, c in zip(header[2:-1], cells[2:-1], strict=True))
-        value = _number(cells[-1], line, header[-1])
+        value = _checked(_number(cells[-1], line, header[-1]), line, header[-1])
         grouped.setdefault((app, kernel, coords), (line, []))[1].append(value)
     if header is None:
         raise FormatError.at(None, "no header: the first line is app,kernel,<param>...,<metric>")

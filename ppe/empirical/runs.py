@@ -90,12 +90,20 @@ def check_values(values: Sequence[float]) -> str | None:
     if len(values) > MAX_VALUES:
         return f"{len(values)} values: at most {MAX_VALUES} repetitions per run"
     for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int | float):
-            return f"values[{i}] is not a number"
-        if not math.isfinite(v):
-            return f"values[{i}] is {v}: values must be finite"
-        if v < 0:
-            return f"values[{i}] is {v:g}: values are >= 0 (seconds for time)"
+        why = check_value(v)
+        if why:
+            return f"values[{i}] {why}"
+    return None
+
+
+def check_value(value: float) -> str | None:
+    """Why one repetition's value cannot be stored, or None."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return "is not a number"
+    if not math.isfinite(value):
+        return f"is {value}: values must be finite"
+    if value < 0:
+        return f"is {value:g}: values are >= 0 (seconds for time)"
     return None
 
 
