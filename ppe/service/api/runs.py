@@ -14,11 +14,11 @@ from fastapi import APIRouter, Depends, Query, Request, Response, status
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.routing import APIRoute
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ppe.empirical.runs import RunProblem
 from ppe.service.auth import APP_USE, READ, require
-from ppe.service.deps import SessionDep, commit
+from ppe.service.deps import SessionDep, _lost_write_race, commit
 from ppe.service.errors import (
     CONFLICT,
     NOT_FOUND,
@@ -110,10 +110,17 @@ def post_runs(
     """Store measured runs (a run report is a run with a ``report``), all or none."""
     try:
         result = store_runs(session, [run.record() for run in batch.runs])
-    except IntegrityError as exc:  # a linked schedule trimmed by retention meanwhile
+    except (IntegrityError, OperationalError) as exc:
+        # A linked schedule trimmed by retention since the check, or (SQLite) another writer
+        # committed since this transaction read: like a lost race on a key, a 409.
+        if isinstance(exc, OperationalError) and not _lost_write_race(exc):
+            raise
         session.rollback()
-        reason = "conflict: a linked schedule left the served log meanwhile; nothing stored"
-        raise problem(409, reason, "schedule_id") from exc
+        reason = (
+            "conflict: the store changed meanwhile (another batch, or a linked schedule "
+            "left the served log); nothing was stored, retry"
+        )
+        raise problem(409, reason) from exc
     if not isinstance(result, StoredRuns):
         return _refused(result)
     commit(session)  # acknowledge only what is durable
