@@ -122,12 +122,14 @@ def detect_format(text: str) -> str:
 
 
 def _text(data: str | bytes) -> str:
-    if isinstance(data, bytes):
-        try:
-            data = data.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise FormatError.at(None, f"not UTF-8 text (byte {exc.start})") from None
-    return data.removeprefix("\ufeff")
+    """UTF-8 text, without a byte-order mark."""
+    if isinstance(data, str):
+        return data.removeprefix("\ufeff")
+    try:
+        return data.decode("utf-8").removeprefix("\ufeff")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        raise FormatError.at(line, f"not UTF-8 text (byte {exc.start})") from None
 
 
 @dataclass(frozen=True)

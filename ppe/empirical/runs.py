@@ -139,7 +139,7 @@ def check_report(report: Mapping[str, Any] | None) -> str | None:
         if isinstance(value, Mapping):
             for k, v in value.items():
                 if not isinstance(k, str) or _bad_text(k):
-                    return f"{where}: keys are text without NUL characters"
+                    return f"{where}: keys are valid Unicode text without NUL characters"
                 stack.append((v, depth + 1, f"{where}.{k}"))
         elif isinstance(value, list | tuple):
             stack.extend((v, depth + 1, f"{where}[{i}]") for i, v in enumerate(value))
