@@ -394,3 +394,18 @@ def test_migration_0004_matches_the_model_and_downgrades(db_url) -> None:  # typ
         assert "runs" in inspect(engine).get_table_names()
     finally:
         engine.dispose()
+
+
+def test_the_routes_document_what_they_answer(env) -> None:  # type: ignore[no-untyped-def]
+    paths = env.client.get("/openapi.json").json()["paths"]
+    expected = {
+        ("post", RUNS): {"201", "401", "403", "409", "422"},
+        ("get", RUNS): {"200", "401", "403", "422"},
+        ("get", RUNS + "/{run_id}"): {"200", "401", "403", "404", "422"},
+    }
+    for (method, path), codes in expected.items():
+        responses = paths[path][method]["responses"]
+        assert codes <= set(responses), (method, path, sorted(responses))
+        for code in codes - {"200", "201"}:
+            schema = json.dumps(responses[code]["content"]["application/json"]["schema"])
+            assert "ProblemReport" in schema or "Message" in schema, (method, path, code)
