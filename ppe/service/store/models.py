@@ -148,6 +148,7 @@ class Run(Base):
     __tablename__ = "runs"
     __table_args__ = (
         UniqueConstraint("app", "key", name="uq_runs_app_key"),
+        Index("ix_runs_app_id", "app", "id"),  # GET ?app=, newest first
         Index("ix_runs_app_kernel_id", "app", "kernel", "id"),
         Index("ix_runs_system_id", "system", "id"),
         Index("ix_runs_status_id", "status", "id"),

@@ -42,6 +42,7 @@ def upgrade() -> None:
         sa.Column("created_at", sa.Float(), nullable=False),
         sa.UniqueConstraint("app", "key", name="uq_runs_app_key"),
     )
+    op.create_index("ix_runs_app_id", "runs", ["app", "id"])
     op.create_index("ix_runs_app_kernel_id", "runs", ["app", "kernel", "id"])
     op.create_index("ix_runs_system_id", "runs", ["system", "id"])
     op.create_index("ix_runs_status_id", "runs", ["status", "id"])
