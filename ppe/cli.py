@@ -14,8 +14,10 @@ import shutil
 import sys
 import tempfile
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ppe.empirical.formats import FORMATS
 from ppe.service.config import (
     ENV_DB_URL,
     RETENTION_ENV,
@@ -26,7 +28,9 @@ from ppe.service.config import (
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-    from ppe.service.store.models import ApiToken
+    from ppe.empirical.formats import Located
+    from ppe.empirical.runs import RunProblem
+    from ppe.service.store.models import ApiToken, Run
 
 # Subcommands implemented elsewhere: name -> (module with main(argv), one-line help).
 DELEGATED = {
@@ -118,9 +122,32 @@ def build_parser() -> argparse.ArgumentParser:
         "environment, else README's defaults",
     )
 
+    _add_runs_parser(sub)
+
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return parser
+
+
+def _add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    runs = sub.add_parser("runs", help="the performance database of runs (import, list)")
+    rsub = runs.add_subparsers(dest="runs_command", required=True)
+    imp = rsub.add_parser(
+        "import",
+        help="store the runs in a file: Extra-P text, JSON or JSON lines, or CSV "
+        "(app,kernel,<param>...,time); all of them or, on any error, none",
+    )
+    imp.add_argument("file", type=Path)
+    imp.add_argument("--format", choices=["auto", *FORMATS], default="auto")
+    imp.add_argument("--app", default=None, help="the application (Extra-P files name none)")
+    imp.add_argument("--system", default=None, help="the system the runs ran on, e.g. h0,h1")
+    _db_arg(imp)
+    listing = rsub.add_parser("list", help="list stored runs, newest first")
+    listing.add_argument("--app", default=None)
+    listing.add_argument("--kernel", default=None)
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (1-1000)")
+    listing.add_argument("--json", action="store_true", help="one JSON array, as the API gives")
+    _db_arg(listing)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -350,6 +377,116 @@ def cmd_retention_run(args: argparse.Namespace) -> int:
     return 0
 
 
+class _Refused(Exception):
+    """Ends the store's transaction without committing: the batch was refused."""
+
+
+def cmd_runs_import(args: argparse.Namespace) -> int:
+    """Read, check (as POST /api/v1/runs does) and store a file of runs, in one transaction."""
+    from ppe.empirical.formats import FormatError, parse_located
+
+    name = f"ppe runs import: {args.file}"
+    try:
+        data = args.file.read_bytes()
+    except OSError as exc:
+        print(f"{name}: {exc.strerror or exc}", file=sys.stderr)
+        return 2
+    try:
+        located = parse_located(data, args.format, app=args.app, system=args.system)
+    except FormatError as exc:
+        for where, why in exc.problems:
+            print(f"{name}: {where + ': ' if where else ''}{why}", file=sys.stderr)
+        return 1
+    problems = _api_checks(located)
+    if not problems:
+        try:
+            stored, duplicates = _store_located(located, args.db)
+        except _Refused as exc:
+            problems = list(exc.args[0])
+    if problems:
+        for line in problems:
+            print(f"{name}: {line}", file=sys.stderr)
+        print(f"{name}: nothing stored", file=sys.stderr)
+        return 1
+    print(f"{args.file}: {len(located)} runs read, {stored} stored, {duplicates} already stored")
+    return 0
+
+
+def _api_checks(located: Sequence[Located]) -> list[str]:
+    """What the API's schema says about each run read (names, bounds), where it was read."""
+    from pydantic import ValidationError
+
+    from ppe.service.api.runs import batch_problems
+    from ppe.service.schemas_runs import RunIn
+
+    out: list[str] = []
+    for loc in located:
+        try:
+            RunIn.of(loc.record)
+        except ValidationError as exc:
+            out.extend(f"{loc.where}: {p.field}: {p.reason}" for p in batch_problems(exc.errors()))
+    return out
+
+
+def _store_located(located: Sequence[Located], db: str | None) -> tuple[int, int]:
+    """Store every run in one transaction, in batches of the API's size; (stored, duplicates).
+
+    Raises _Refused (nothing stored) with the problems the store's checks found."""
+    from ppe.empirical.runs import MAX_BATCH
+    from ppe.service.store.runs import StoredRuns, store_runs
+
+    stored = duplicates = 0
+    with _token_store(db) as session:
+        for start in range(0, len(located), MAX_BATCH):
+            chunk = located[start : start + MAX_BATCH]
+            result = store_runs(session, [loc.record for loc in chunk])
+            if not isinstance(result, StoredRuns):
+                raise _Refused([_where_in(chunk, p) for p in result])
+            stored += result.stored
+            duplicates += result.duplicates
+    return stored, duplicates
+
+
+def _where_in(chunk: Sequence[Located], p: RunProblem) -> str:
+    where = chunk[p.index].where if p.index is not None else "the file"
+    return f"{where}: {p.field}: {p.reason}"
+
+
+def cmd_runs_list(args: argparse.Namespace) -> int:
+    import json
+
+    from ppe.service.api.runs import run_out
+    from ppe.service.store.runs import RunFilter, query_runs
+
+    if not 1 <= args.limit <= 1000:
+        print("ppe runs list: --limit is 1 to 1000", file=sys.stderr)
+        return 2
+    with _token_store(args.db) as session:
+        rows = query_runs(session, RunFilter(app=args.app, kernel=args.kernel), args.limit)
+        listed = [run_out(r) for r in rows]
+    if args.json:
+        print(json.dumps([r.model_dump() for r in listed], indent=2))
+        return 0
+    _print_runs(rows)
+    return 0
+
+
+def _print_runs(rows: Sequence[Run]) -> None:
+    import statistics
+
+    print(
+        f"{'id':>6}  {'app':<12}  {'kernel':<16}  {'params':<24}  {'system':<12}  "
+        f"{'metric':<8}  {'reps':>4}  {'mean':>10}  {'status':<9}  {'schedule':>8}  stored"
+    )
+    for r in rows:
+        params = " ".join(f"{k}={v:g}" for k, v in r.params.items())
+        print(
+            f"{r.id:>6}  {r.app:<12}  {r.kernel:<16}  {params:<24}  {r.system or '-':<12}  "
+            f"{r.metric:<8}  {len(r.values):>4}  {statistics.fmean(r.values):>10.4g}  "
+            f"{r.status:<9}  {r.schedule_id or '-':>8}  {_when(r.created_at)}"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
@@ -364,6 +501,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_migrate(args)
     if args.command == "retention":
         return cmd_retention_run(args)
+    if args.command == "runs":
+        return cmd_runs_import(args) if args.runs_command == "import" else cmd_runs_list(args)
     return 2
 
 

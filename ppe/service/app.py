@@ -21,6 +21,7 @@ from ppe.service.api import (
     predictions,
     replays,
     resources,
+    runs,
     schedules,
     tokens,
 )
@@ -119,6 +120,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         schedules,
         replays,
         tokens,
+        runs,
     ):
         api.include_router(module.router)
     app.include_router(health.router)

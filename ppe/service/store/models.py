@@ -135,3 +135,38 @@ class ReplayJob(Base):
     error: Mapped[str] = mapped_column(Text, default="")
     created_at: Mapped[float] = mapped_column(Float, default=_now)
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+
+
+class Run(Base):
+    """A measured run of an application (the performance database of runs, run reports).
+
+    ``key`` (the client's idempotency key, else a hash of the content) is unique per
+    application, which is what makes a re-posted batch store nothing new. The schedule a run
+    followed stays linked while the served log keeps it; retention's trim sets the link null.
+    """
+
+    __tablename__ = "runs"
+    __table_args__ = (
+        UniqueConstraint("app", "key", name="uq_runs_app_key"),
+        Index("ix_runs_app_id", "app", "id"),  # GET ?app=, newest first
+        Index("ix_runs_app_kernel_id", "app", "kernel", "id"),
+        Index("ix_runs_system_id", "system", "id"),
+        Index("ix_runs_status_id", "status", "id"),
+        Index("ix_runs_schedule_id", "schedule_id"),
+    )
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    app: Mapped[str] = mapped_column(String(128))
+    kernel: Mapped[str] = mapped_column(String(255))
+    system: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    metric: Mapped[str] = mapped_column(String(64))
+    params: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    values: Mapped[list[float]] = mapped_column(JSON)
+    schedule_id: Mapped[int | None] = mapped_column(
+        IdType,
+        ForeignKey("served_log.id", ondelete="SET NULL", name="fk_runs_schedule"),
+        nullable=True,
+    )
+    status: Mapped[str] = mapped_column(String(16))
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
+    key: Mapped[str] = mapped_column(String(128))
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
