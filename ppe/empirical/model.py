@@ -1,23 +1,36 @@
-"""A fitted empirical model: coefficients by weighted least squares, prediction intervals,
-a JSON form for storage and a PPE stochastic value at any point.
+"""A fitted empirical model: least-squares coefficients, prediction intervals, a JSON
+form for storage and a PPE stochastic value at any point.
 
-Noise.  Runs of a point scatter around its mean; the model is fitted to the point
-means with weights ``n_i / v_i`` (``n_i`` repetitions, ``v_i`` the variance shape),
-which gives the same coefficients as fitting every repetition.  ``noise="relative"``
-(the default when all means are > 0: timing noise grows with the time) takes
-``v_i = mean_i^2``, so ``sigma`` is a coefficient of variation; ``"absolute"`` takes
-``v_i = 1``.  ``sigma^2`` is estimated from all repetitions (their scatter around
-their own mean plus the means' misfit), over ``n_obs - k`` degrees of freedom.
+Noise.  Runs of a point scatter around its mean with variance ``sigma^2 * v_i``:
+``noise="relative"`` (the default when every mean is > 0: timing noise grows with
+the time) takes ``v_i = mean_i^2``, so ``sigma`` is a coefficient of variation;
+``"absolute"`` takes ``v_i = 1``.  ``sigma^2`` is estimated from all repetitions
+(their scatter around their own mean plus the means' misfit) over ``n_obs - k``
+degrees of freedom.
 
-Intervals.  At a point with term values ``f0`` the fitted mean has variance
-``sigma^2 * f0' (X'WX)^-1 f0``; a new run adds ``sigma^2 * v0``.  The interval is
-``mean +- t_{dof} * sqrt(both)``.  Outside the measured range ``f0`` grows (the
-terms are powers and logs of the parameters) faster than the rows of X that
-pinned the coefficients, so the first part grows: extrapolation widens the
-interval, polynomially in the distance for power terms; with relative noise the
-second part grows with the predicted value itself.  ``(X'WX)^-1`` is stored as
-the inverse R factor of the column-scaled weighted design, so the quadratic form
-is a sum of squares (no cancellation) when a stored model is evaluated.
+Fit.  The point means are fitted with the weights of :func:`fit_weights`
+(``n_i / mean_i`` for relative noise: between the efficient ``n_i / mean_i^2``
+and plain least squares, which extrapolates better when small sizes bend the
+curve), so the coefficients' covariance is the sandwich
+``sigma^2 B B'`` with ``B = (X'WX)^-1 X'W diag(v_i / n_i)^(1/2)``; it is stored as
+the triangular factor of ``B B'`` for the column-scaled design, so a stored model
+evaluates the quadratic form as a sum of squares (no cancellation).
+
+Intervals.  The variance of a new run at a point with term values ``f0`` is
+
+* ``sigma^2 * f0' B B' f0``: the coefficients' uncertainty;
+* ``sigma^2 * v0``: the run's own noise (``v0 = mean0^2`` for relative noise);
+* the model error beyond the measured range (:meth:`EmpiricalModel.model_error`):
+  the leave-one-out error the model made at its own edge points, compounded per
+  step beyond the edge;
+* the model choice: the mean square difference to the predictions of the
+  alternatives the cross-validation could not rule out (:mod:`.search`).
+
+The interval is ``mean +- t_{dof} * sqrt(sum)``.  Extrapolation widens it in
+every part: ``f0`` grows with the powers and logs of the parameters faster than
+the rows that pinned the coefficients, the relative noise grows with the
+prediction, the edge error compounds per step, and models that agree on the
+measured points part ways outside them.
 """
 
 from __future__ import annotations

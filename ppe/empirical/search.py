@@ -10,12 +10,15 @@ gets ``x``: any other factor spans the same columns).  All sums of up to
 ``max_terms`` pool terms are tried (a beam over the best smaller sums when that
 would be too many).
 
-Choice.  Each hypothesis is scored by its leave-one-point-out error relative to
-the measured mean (absolute error over the mean magnitude for absolute noise).
-The score is the mean of those errors; the chosen model is the one with the
-fewest terms whose score is within one standard error of the best score (the
-"one-standard-error rule"), the best-scoring one among those.  Coefficients and
-intervals then come from :func:`~.model.fit_terms` over all repetitions.
+Choice.  Each hypothesis is fitted with the weights of :func:`~.model.fit_weights`
+and scored by its leave-one-point-out error relative to the measured mean
+(absolute error over the mean magnitude for absolute noise); the score is the
+mean of those errors.  Admissible hypotheses are those within one standard error
+of the best score (the "one-standard-error rule") or under the noise floor that
+the repetitions imply (:func:`noise_floor`); among them the fewest terms win,
+and the best-scoring of those is chosen.  The other admissible ones with as few
+terms are kept as alternatives: the spread of their predictions is part of the
+interval (see :mod:`.model`).  Sums have at most :func:`max_size` terms.
 """
 
 from __future__ import annotations
@@ -113,11 +116,11 @@ def search_all(data: Measurements, config: SearchConfig = SearchConfig()) -> Sea
 def max_size(n_points: int, max_terms: int) -> int:
     """Sums of at most this many terms.
 
-    A term costs two degrees of freedom (its exponents are chosen from the data,
-    then its coefficient is fitted), and the fit keeps a spare point for
-    validation: 5 or 6 points allow one term, 7 or 8 two, 9 or more three.
+    A term costs about two degrees of freedom (its exponents are chosen from the
+    data, then its coefficient is fitted): 5 points allow one term, 6 or 7 two,
+    8 or more three.
     """
-    return max(1, min(max_terms, (n_points - 1) // 2 - 1))
+    return max(1, min(max_terms, (n_points - 2) // 2))
 
 
 def relative_losses(loo: FloatArray, y: FloatArray, noise: str) -> FloatArray:
