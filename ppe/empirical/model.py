@@ -161,7 +161,8 @@ class EmpiricalModel:
 
     # ------------------------------------------------------------ predicting
 
-    def _columns(self, points: Sequence[Mapping[str, float]]) -> dict[str, FloatArray]:
+    def columns(self, points: Sequence[Mapping[str, float]]) -> dict[str, FloatArray]:
+        """Each parameter's values at ``points``, checked (present, finite, > 0 where needed)."""
         cols: dict[str, FloatArray] = {}
         for name in self.params:
             try:
@@ -184,7 +185,7 @@ class EmpiricalModel:
         """Means and standard deviations at many points (``what``: ``run`` or ``mean``)."""
         if what not in ("run", "mean"):
             raise ValueError(f"what must be 'run' or 'mean', got {what!r}")
-        cols = self._columns(points)
+        cols = self.columns(points)
         x = design(self.terms, cols, len(points))
         mean = x @ np.array(self.coefficients)
         lev = np.sum(((x / np.array(self.scale)) @ self._cov.T) ** 2, axis=1)

@@ -85,7 +85,10 @@ def search(data: Measurements, config: SearchConfig = SearchConfig()) -> Empiric
     return search_all(data, config).model
 
 
-def search_all(data: Measurements, config: SearchConfig = SearchConfig()) -> SearchResult:
+def search_all(
+    data: Measurements, config: SearchConfig = SearchConfig(), floor: float | None = None
+) -> SearchResult:
+    """The chosen model and the scored hypotheses; ``floor`` overrides :func:`noise_floor`."""
     data.require_varying()
     data.require_positive("the normal form's logs and fractional powers")
     if data.n_points < 3:
@@ -97,7 +100,7 @@ def search_all(data: Measurements, config: SearchConfig = SearchConfig()) -> Sea
     weights = fit_weights(data, noise)
     pool = term_pool(data, config, weights, noise)
     ranked = score_sums(data, pool, weights, noise, max_size(data.n_points, config.max_terms))
-    chosen, *others = choose(ranked, noise_floor(data, noise))
+    chosen, *others = choose(ranked, noise_floor(data, noise) if floor is None else floor)
     alternatives = []
     for alt in others[:ALTERNATIVES]:
         fitted = fit_terms(data, alt.terms, noise=noise)
@@ -145,7 +148,12 @@ def noise_floor(data: Measurements, noise: str) -> float:
         rel = data.stds / (np.mean(np.abs(data.means)) or 1.0)
     sigma = math.sqrt(float(np.sum(reps * rel**2) / reps.sum()))
     typical = math.sqrt(2.0 / math.pi) * sigma * float(np.mean(1.0 / np.sqrt(data.counts)))
-    return typical * (1.0 + 2.0 * math.sqrt(math.pi / 2.0 - 1.0) / math.sqrt(data.n_points))
+    return floor_of(typical, data.n_points)
+
+
+def floor_of(typical: float, n_points: int) -> float:
+    """Mean absolute error ``typical`` plus two standard errors of a mean of half-normals."""
+    return typical * (1.0 + 2.0 * math.sqrt(math.pi / 2.0 - 1.0) / math.sqrt(n_points))
 
 
 def score_sums(
