@@ -22,13 +22,26 @@ DEPENDENT = 1e-9
 FULL_LEVERAGE = 1e-9
 
 
-def loo_residuals(columns: FloatArray, y: FloatArray, w: FloatArray, hyps: IntArray) -> FloatArray:
+def loo_residuals(
+    columns: FloatArray,
+    y: FloatArray,
+    w: FloatArray,
+    hyps: IntArray,
+    var: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray]:
     """Leave-one-out residuals ``y_i - yhat_(-i)``, shape ``(H, m)``, of ``c0 + sum c col_h``.
 
     ``columns`` is ``(m, K)``, ``hyps`` is ``(H, s)`` (column indices per hypothesis,
     ``s`` may be 0 for the constant alone), ``w`` the weights.  Hypotheses whose
     columns are dependent at these points, or that leave some point with no
     leave-one-out prediction, get ``inf`` residuals.
+
+    Also returns the std each leave-one-out residual would have from noise alone if
+    the hypothesis were true and ``y_i`` had variance ``var_i`` (zeros without
+    ``var``).  With ``G = QQ'`` the weighted hat matrix, ``e = (I - P) y`` where
+    ``P_ij = sqrt(w_j / w_i) G_ij``, so ``Var(e_i) = var_i (1 - 2 G_ii) +
+    sum_j (w_j / w_i) G_ij^2 var_j``, and the leave-one-out residual is
+    ``e_i / (1 - G_ii)``.  The sum is ``q_i' (Q' diag(w var) Q) q_i``.
     """
     m = y.size
     h_count, s = hyps.shape
@@ -54,4 +67,11 @@ def loo_residuals(columns: FloatArray, y: FloatArray, w: FloatArray, hyps: IntAr
     with np.errstate(divide="ignore", invalid="ignore"):
         loo = (yw - fitted) / (1.0 - lev) / sw
     loo[~ok] = np.inf
-    return np.asarray(loo, dtype=np.float64)
+    if var is None:
+        return np.asarray(loo, dtype=np.float64), np.zeros_like(loo)
+    inner = np.einsum("hmk,m,hml->hkl", x, w * var, x)
+    spread = np.einsum("hmk,hkl,hml->hm", x, inner, x) / w
+    with np.errstate(divide="ignore", invalid="ignore"):
+        noise = np.sqrt(np.maximum(var * (1.0 - 2.0 * lev) + spread, 0.0)) / (1.0 - lev)
+    noise[~ok] = 0.0
+    return np.asarray(loo, dtype=np.float64), np.asarray(noise, dtype=np.float64)

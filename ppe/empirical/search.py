@@ -15,7 +15,7 @@ and scored by its leave-one-point-out error relative to the measured mean
 (absolute error over the mean magnitude for absolute noise); the score is the
 mean of those errors.  Admissible hypotheses are those within one standard error
 of the best score (the "one-standard-error rule") or under the noise floor that
-the repetitions imply (:func:`noise_floor`); among them the fewest terms win,
+the repetitions imply (:func:`noise_floors`); among them the fewest terms win,
 and the best-scoring of those is chosen.  The other admissible ones with as few
 terms are kept as alternatives: the spread of their predictions is part of the
 interval (see :mod:`.model`).  Sums have at most :func:`max_size` terms.
@@ -65,11 +65,13 @@ class SearchConfig:
 
 @dataclass(frozen=True)
 class Scored:
-    """A hypothesis (its terms), its cross-validated score and that score's standard error."""
+    """A hypothesis: its terms, cross-validated score, the score's standard error, and
+    the score it would have as the true model (:func:`noise_floors`)."""
 
     terms: tuple[Term, ...]
     score: float
     se: float
+    floor: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -86,9 +88,12 @@ def search(data: Measurements, config: SearchConfig = SearchConfig()) -> Empiric
 
 
 def search_all(
-    data: Measurements, config: SearchConfig = SearchConfig(), floor: float | None = None
+    data: Measurements, config: SearchConfig = SearchConfig(), noise_std: FloatArray | None = None
 ) -> SearchResult:
-    """The chosen model and the scored hypotheses; ``floor`` overrides :func:`noise_floor`."""
+    """The chosen model and the scored hypotheses.
+
+    ``noise_std`` (per point, relative for relative noise) overrides :func:`mean_noise`.
+    """
     data.require_varying()
     data.require_positive("the normal form's logs and fractional powers")
     if data.n_points < 3:
@@ -99,8 +104,10 @@ def search_all(
     noise = config.noise or default_noise(data)
     weights = fit_weights(data, noise)
     pool = term_pool(data, config, weights, noise)
-    ranked = score_sums(data, pool, weights, noise, max_size(data.n_points, config.max_terms))
-    chosen, *others = choose(ranked, noise_floor(data, noise) if floor is None else floor)
+    sigma = mean_noise(data, noise) if noise_std is None else noise_std
+    size = max_size(data.n_points, config.max_terms)
+    ranked = score_sums(data, pool, weights, noise, size, sigma)
+    chosen, *others = choose(ranked)
     alternatives = []
     for alt in others[:ALTERNATIVES]:
         fitted = fit_terms(data, alt.terms, noise=noise)
@@ -131,37 +138,51 @@ def relative_losses(loo: FloatArray, y: FloatArray, noise: str) -> FloatArray:
     return np.asarray(np.abs(loo) / denom, dtype=np.float64)
 
 
-def noise_floor(data: Measurements, noise: str) -> float:
-    """The score a correct model would reach, from the repetitions' scatter (0 without repetitions).
+def mean_noise(data: Measurements, noise: str) -> FloatArray:
+    """Each point mean's noise std (relative to the mean for relative noise), from the repetitions.
 
-    A correct model's leave-one-out error at point i is the noise of that point's
-    mean, std ``sigma / sqrt(n_i)`` (relative for relative noise), so its mean
-    absolute value is about ``sqrt(2/pi)`` times that; the floor adds two standard
-    errors of a mean of that many half-normal values.
+    The repetitions' scatter is pooled over the points (relative to each mean for
+    relative noise); zero when no point is repeated.
     """
     reps = data.counts - 1.0
     if reps.sum() < 2:
-        return 0.0
+        return np.zeros(data.n_points)
     if noise == "relative":
         rel = data.stds / np.abs(data.means)
     else:
         rel = data.stds / (np.mean(np.abs(data.means)) or 1.0)
     sigma = math.sqrt(float(np.sum(reps * rel**2) / reps.sum()))
-    typical = math.sqrt(2.0 / math.pi) * sigma * float(np.mean(1.0 / np.sqrt(data.counts)))
-    return floor_of(typical, data.n_points)
+    return np.asarray(sigma / np.sqrt(data.counts), dtype=np.float64)
 
 
-def floor_of(typical: float, n_points: int) -> float:
-    """Mean absolute error ``typical`` plus two standard errors of a mean of half-normals."""
-    return typical * (1.0 + 2.0 * math.sqrt(math.pi / 2.0 - 1.0) / math.sqrt(n_points))
+def noise_floors(noise: FloatArray, y: FloatArray, mode: str) -> FloatArray:
+    """The score each hypothesis would reach if it were the true model (one per row of ``noise``).
+
+    ``noise`` holds each leave-one-out residual's std from noise alone
+    (:func:`~.crossval.loo_residuals`); a residual's mean absolute value is
+    ``sqrt(2/pi)`` times its std, and two standard errors of a mean of ``m``
+    half-normal values are added.
+    """
+    m = y.size
+    typical = math.sqrt(2.0 / math.pi) * relative_losses(noise, y, mode).mean(axis=1)
+    return np.asarray(
+        typical * (1.0 + 2.0 * math.sqrt(math.pi / 2.0 - 1.0) / math.sqrt(m)), dtype=np.float64
+    )
 
 
 def score_sums(
-    data: Measurements, pool: Sequence[Term], weights: FloatArray, noise: str, max_terms: int
+    data: Measurements,
+    pool: Sequence[Term],
+    weights: FloatArray,
+    noise: str,
+    max_terms: int,
+    noise_std: FloatArray,
 ) -> list[Scored]:
     """Sums of up to ``max_terms`` pool terms, scored (the best :data:`KEEP` per size)."""
     columns = np.column_stack([t.evaluate(param_columns(data)) for t in pool])
     m = data.n_points
+    unit = np.abs(data.means) if noise == "relative" else np.ones(m) * np.mean(np.abs(data.means))
+    var = (noise_std * unit) ** 2
     out: list[Scored] = []
     beam = np.zeros((1, 0), dtype=np.intp)
     for size in range(0, max_terms + 1):
@@ -173,15 +194,15 @@ def score_sums(
             hyps = extend(beam, len(pool))
         if hyps.size == 0 and size > 0:
             break
-        losses = relative_losses(
-            loo_residuals(columns, data.means, weights, hyps), data.means, noise
-        )
+        loo, loo_noise = loo_residuals(columns, data.means, weights, hyps, var)
+        losses = relative_losses(loo, data.means, noise)
+        floors = noise_floors(loo_noise, data.means, noise)
         score = losses.mean(axis=1)
         se = losses.std(axis=1, ddof=1) / math.sqrt(m)
         order = np.argsort(score, kind="stable")
         order = order[np.isfinite(score[order])]
         out += [
-            Scored(tuple(pool[k] for k in hyps[j]), float(score[j]), float(se[j]))
+            Scored(tuple(pool[k] for k in hyps[j]), float(score[j]), float(se[j]), float(floors[j]))
             for j in order[:KEEP]
         ]
         beam = hyps[order[:BEAM]]
@@ -195,18 +216,19 @@ def extend(beam: IntArray, pool_size: int) -> IntArray:
     return np.array(sorted(rows), dtype=np.intp).reshape(len(rows), beam.shape[1] + 1)
 
 
-def choose(ranked: Sequence[Scored], floor: float = 0.0) -> list[Scored]:
+def choose(ranked: Sequence[Scored]) -> list[Scored]:
     """The admissible hypotheses, chosen one first.
 
-    Admissible: the fewest terms among the hypotheses scoring within one standard
-    error of the best score (or under the noise floor).  The chosen one scores best
-    among them; the others are the alternatives the data cannot rule out.
+    Admissible: within one standard error of the best score, or no worse than the
+    noise alone would make it (its own floor).  Among those the fewest terms win;
+    the best-scoring is chosen, the others are the alternatives the data cannot
+    rule out.
     """
     if not ranked:
         raise TooFewPointsError("no hypothesis could be validated on these points")
     best = ranked[0]
-    limit = max(best.score + best.se, floor) + SCORE_ATOL
-    fits = [s for s in ranked if s.score <= limit]
+    limit = best.score + best.se + SCORE_ATOL
+    fits = [s for s in ranked if s.score <= max(limit, s.floor + SCORE_ATOL)]
     fewest = min(len(s.terms) for s in fits)
     return sorted((s for s in fits if len(s.terms) == fewest), key=lambda s: s.score)
 
@@ -259,7 +281,7 @@ def ranked_factors(
         hyps = np.array(list(itertools.combinations(range(len(factors)), size)), dtype=np.intp)
         total = np.zeros(len(hyps))
         for idx in lines:
-            loo = loo_residuals(columns[idx], data.means[idx], weights[idx], hyps)
+            loo, _ = loo_residuals(columns[idx], data.means[idx], weights[idx], hyps)
             total += relative_losses(loo, data.means[idx], noise).mean(axis=1)
         totals.append((hyps, total))
     chosen: list[int] = []

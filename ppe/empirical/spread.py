@@ -13,7 +13,6 @@ the left-out point's repetitions fall in the central intervals.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,7 +25,7 @@ from ppe.core.stochastic import Normal
 from .data import Measurements
 from .errors import TooFewPointsError
 from .model import EmpiricalModel, fit_terms
-from .search import SearchConfig, floor_of, search, search_all
+from .search import SearchConfig, search, search_all
 
 
 @dataclass(frozen=True)
@@ -77,12 +76,11 @@ def fit_spread(data: Measurements, config: SearchConfig = SearchConfig()) -> Spr
     """Search a model of the mean and one of the repetitions' std.
 
     A sample std of ``n`` normal values has a relative standard error of about
-    ``1 / sqrt(2 (n - 1))``: that is the std data's noise floor for the search.
+    ``1 / sqrt(2 (n - 1))``: that is the std data's noise for the search's floors.
     """
     stds = std_measurements(data)
     reps = data.counts[data.counts >= 2]
-    typical = math.sqrt(2.0 / math.pi) * float(np.mean(1.0 / np.sqrt(2.0 * (reps - 1.0))))
-    std_model = search_all(stds, config, floor=floor_of(typical, stds.n_points)).model
+    std_model = search_all(stds, config, noise_std=1.0 / np.sqrt(2.0 * (reps - 1.0))).model
     return SpreadModel(search(data, config), std_model)
 
 
