@@ -48,6 +48,8 @@ BEAM = 60
 KEEP = 50
 #: Admissible alternatives kept with a model (their spread widens its intervals).
 ALTERNATIVES = 8
+#: Standard errors of a noise-only score that a true model may still exceed (its floor).
+FLOOR_SE = 3.0
 #: Scores closer than this (relative error units) are equal: noiseless fits differ by rounding.
 SCORE_ATOL = 1e-9
 
@@ -160,13 +162,13 @@ def noise_floors(noise: FloatArray, y: FloatArray, mode: str) -> FloatArray:
 
     ``noise`` holds each leave-one-out residual's std from noise alone
     (:func:`~.crossval.loo_residuals`); a residual's mean absolute value is
-    ``sqrt(2/pi)`` times its std, and two standard errors of a mean of ``m``
-    half-normal values are added.
+    ``sqrt(2/pi)`` times its std, and :data:`FLOOR_SE` standard errors of a mean of
+    ``m`` half-normal values are added.
     """
     m = y.size
     typical = math.sqrt(2.0 / math.pi) * relative_losses(noise, y, mode).mean(axis=1)
     return np.asarray(
-        typical * (1.0 + 2.0 * math.sqrt(math.pi / 2.0 - 1.0) / math.sqrt(m)), dtype=np.float64
+        typical * (1.0 + FLOOR_SE * math.sqrt(math.pi / 2.0 - 1.0) / math.sqrt(m)), dtype=np.float64
     )
 
 

@@ -64,5 +64,7 @@ def test_fewer_points_than_coefficients() -> None:
 
 def test_inverse_needs_positive_values() -> None:
     with pytest.raises(NonPositiveValueError) as err:
-        fit_graph_type(Measurements.from_arrays(["p"], [-1, 1, 2, 4], [1, 2, 3, 4]), "inverse_linear")
+        fit_graph_type(
+            Measurements.from_arrays(["p"], [-1, 1, 2, 4], [1, 2, 3, 4]), "inverse_linear"
+        )
     assert err.value.name == "p"
