@@ -59,10 +59,19 @@ def test_search_recovers_terms_of_two_parameters(seed: int) -> None:
 
 
 def test_fewer_terms_win_when_the_data_cannot_tell() -> None:
-    data = noisy(lambda n: 10 + 2 * n, ["n"], 2.0 ** np.arange(1, 9), 0.02, 1003)
-    result = search_all(data)
-    assert [str(t) for t in result.model.terms] == ["n"]
-    assert any(len(s.terms) > 1 for s in result.ranked)
+    """A line at 2 % noise: three-term sums fit the means better, the line must still win.
+
+    Selection among ~11 000 sums overfits now and then, so the property is a rate:
+    at least 9 of 10 fresh seeds.
+    """
+    wins = 0
+    for seed in range(1003, 1013):
+        result = search_all(noisy(lambda n: 10 + 2 * n, ["n"], 2.0 ** np.arange(1, 9), 0.02, seed))
+        assert result.ranked[0].score < min(
+            s.score for s in result.ranked if [str(t) for t in s.terms] == ["n"]
+        )
+        wins += [str(t) for t in result.model.terms] == ["n"]
+    assert wins >= 9
 
 
 def test_chosen_model_keeps_its_score_and_alternatives() -> None:
