@@ -46,31 +46,32 @@ def loo_residuals(
     m = y.size
     h_count, s = hyps.shape
     sw = np.sqrt(w)
-    x = np.empty((h_count, m, s + 1))
-    x[:, :, 0] = sw
+    # Layout (H, k, m): each hypothesis' columns are contiguous rows.
+    x = np.empty((h_count, s + 1, m))
+    x[:, 0, :] = sw
     if s:
-        x[:, :, 1:] = np.transpose(columns[:, hyps] * sw[:, None, None], (1, 0, 2))
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
+        x[:, 1:, :] = np.transpose(columns[:, hyps], (1, 2, 0)) * sw
+    x /= np.linalg.norm(x, axis=2, keepdims=True)
     ok = np.ones(h_count, dtype=bool)
     for j in range(1, s + 1):
-        v = x[:, :, j]
+        v = x[:, j : j + 1, :]
         for _ in range(2):
-            coef = np.einsum("hmj,hm->hj", x[:, :, :j], v)
-            v = v - np.einsum("hmj,hj->hm", x[:, :, :j], coef)
-        norm = np.linalg.norm(v, axis=1)
+            coef = v @ x[:, :j, :].transpose(0, 2, 1)  # (H, 1, j)
+            v = v - coef @ x[:, :j, :]
+        norm = np.linalg.norm(v[:, 0, :], axis=1)
         ok &= norm > DEPENDENT
-        x[:, :, j] = v / np.where(norm > 0, norm, 1.0)[:, None]
+        x[:, j, :] = v[:, 0, :] / np.where(norm > 0, norm, 1.0)[:, None]
     yw = y * sw
-    fitted = np.einsum("hmj,hj->hm", x, np.einsum("hmj,m->hj", x, yw))
-    lev = np.sum(x * x, axis=2)
+    fitted = ((x @ yw)[:, None, :] @ x)[:, 0, :]
+    lev = np.sum(x * x, axis=1)
     ok &= (lev < 1.0 - FULL_LEVERAGE).all(axis=1)
     with np.errstate(divide="ignore", invalid="ignore"):
         loo = (yw - fitted) / (1.0 - lev) / sw
     loo[~ok] = np.inf
     if var is None:
         return np.asarray(loo, dtype=np.float64), np.zeros_like(loo)
-    inner = np.einsum("hmk,m,hml->hkl", x, w * var, x)
-    spread = np.einsum("hmk,hkl,hml->hm", x, inner, x) / w
+    inner = (x * (w * var)) @ x.transpose(0, 2, 1)  # (H, k, k)
+    spread = np.sum((inner @ x) * x, axis=1) / w
     with np.errstate(divide="ignore", invalid="ignore"):
         noise = np.sqrt(np.maximum(var * (1.0 - 2.0 * lev) + spread, 0.0)) / (1.0 - lev)
     noise[~ok] = 0.0
