@@ -20,6 +20,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q --no-deps 'extrap==4.2.5'  # see the test extra in pyproject.toml
 	touch $@ $(VENV)/.installed
 
 ## Set up and start the service with its dashboard on an embedded SQLite store.

@@ -1,17 +1,10 @@
 """A real PPE service for the client tests: the app on a SQLite store, served by uvicorn on a
 free loopback port in a thread (so a test can wrap it, or start it late), and one token per
 role.
-
-FAKE RUN STORE: while ``POST/GET /api/v1/runs`` is not in the app (it is being built on
-another branch), :func:`fake_runs_router` stands in for it, following docs/contracts; the
-fixture adds it only when the real route is missing, so the same tests run against the real
-run store once it is merged.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import socket
 import threading
 import time
@@ -22,13 +15,11 @@ from typing import Any
 
 import pytest
 import uvicorn
-from fastapi import APIRouter, FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi import FastAPI
 
 from ppe.service.app import create_app
 from ppe.service.config import Settings
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
-from ppe.service.store.models import ServedLog
 from ppe.service.store.tokens import create_token
 
 ROLES = ("sensor", "app", "operator", "admin")
@@ -67,73 +58,8 @@ class ThreadServer:
             self.thread.join(30)
 
 
-def fake_runs_router(app: FastAPI) -> APIRouter:
-    """FAKE of the run store's contract (see the module doc): validation of the values,
-    idempotency by key (default: a hash of the content), schedule ids checked against the
-    real served log, filters, newest first."""
-    router = APIRouter(prefix="/api/v1")
-    stored: list[dict[str, Any]] = []
-
-    def problem(status: int, index: int | None, field: str, reason: str) -> JSONResponse:
-        body = {"detail": [{"index": index, "field": field, "reason": reason}]}
-        return JSONResponse(body, status_code=status)
-
-    @router.post("/runs", status_code=201)
-    async def post_runs(request: Request) -> Any:
-        runs = (await request.json())["runs"]
-        with app.state.services.sessions() as session:
-            for i, run in enumerate(runs):
-                values = run.get("values") or []
-                if not values or any(not isinstance(v, int | float) or v < 0 for v in values):
-                    return problem(422, i, "values", "values must be finite numbers >= 0")
-                sid = run.get("schedule_id")
-                if sid is not None and session.get(ServedLog, sid) is None:
-                    return problem(422, i, "schedule_id", f"no schedule {sid}")
-        ids, new = [], 0
-        for run in runs:
-            full = {
-                "kernel": "total", "params": {}, "system": None, "metric": "time",
-                "schedule_id": None, "status": "completed", "report": None, **run,
-            }  # fmt: skip
-            key = (
-                full.get("key")
-                or hashlib.sha256(json.dumps(full, sort_keys=True).encode()).hexdigest()
-            )
-            old = next((r for r in stored if r["key"] == key), None)
-            if old is None:
-                old = {**full, "key": key, "id": len(stored) + 1, "created_at": time.time()}
-                stored.append(old)
-                new += 1
-            ids.append(old["id"])
-        return {"stored": new, "duplicates": len(runs) - new, "ids": ids}
-
-    @router.get("/runs")
-    def list_runs(request: Request) -> Any:
-        q = dict(request.query_params)
-        limit = int(q.pop("limit", 100))
-        out = [r for r in reversed(stored) if all(str(r.get(k)) == v for k, v in q.items())]
-        return out[:limit]
-
-    @router.get("/runs/{run_id}")
-    def get_run(run_id: int) -> Any:
-        for r in stored:
-            if r["id"] == run_id:
-                return r
-        return problem(404, None, "path.run_id", f"no run {run_id}")
-
-    return router
-
-
-def has_route(app: FastAPI, path: str) -> bool:
-    return any(getattr(r, "path", None) == path for r in app.routes)
-
-
 def service_app(db_url: str, trace_dirs: tuple[str, ...] = ()) -> FastAPI:
-    """The real app, with the FAKE run store only while the real one is missing."""
-    app = create_app(Settings(database_url=db_url, trace_dirs=trace_dirs))
-    if not has_route(app, "/api/v1/runs"):
-        app.include_router(fake_runs_router(app))
-    return app
+    return create_app(Settings(database_url=db_url, trace_dirs=trace_dirs))
 
 
 def make_tokens(db_url: str) -> dict[str, str]:

@@ -51,7 +51,6 @@ async def test_async_calls_match_the_sync_ones(service: Any) -> None:
         assert len(pred["hosts"]) == 2
         assert (await c.model("jacobi2d"))["builtin"] is True
         assert (await c.served_schedule(plans[0].id))["id"] == plans[0].id
-        # Against the FAKE run store until the real one is merged (tests/client/conftest.py).
         posted = await c.post_runs([RunReport(app="sor", values=[3.0], schedule_id=plans[1].id)])
         (run_id,) = posted["ids"]
         assert (await c.run(run_id))["schedule_id"] == plans[1].id

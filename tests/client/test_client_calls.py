@@ -129,7 +129,6 @@ def test_models_put_list_and_one(app_client: PPEClient) -> None:
 
 
 def test_runs_are_stored_linked_and_idempotent(app_client: PPEClient) -> None:
-    # Against the FAKE run store until the real one is merged (tests/client/conftest.py).
     plan = app_client.schedule(hosts=["h1", {"name": "h2", "benchmark": 3e-8}], n=1000)
     report = RunReport(
         app="sor",
@@ -156,7 +155,8 @@ def test_bad_run_is_refused_naming_item_and_field(app_client: PPEClient) -> None
     with pytest.raises(PPERequestError) as err:
         app_client.post_runs([good, bad])
     assert err.value.status == 422
-    assert err.value.problems[0]["index"] == 1 and err.value.problems[0]["field"] == "values"
+    problem = err.value.problems[0]
+    assert problem["index"] == 1 and problem["field"].startswith("values")
     assert app_client.runs(app="sor") == []  # nothing stored
 
 
