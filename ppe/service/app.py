@@ -30,6 +30,7 @@ from ppe.service.dashboard import docs
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
+from ppe.service.malloc import Trimmer, limit_arenas
 from ppe.service.metrics import Metrics, MetricsMiddleware
 from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
@@ -65,6 +66,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        limit_arenas()  # before the first request thread: see ppe.service.malloc
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
         if settings.migrate_on_start:
             migrate(settings.database_url)
@@ -94,7 +96,9 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         # Every worker runs one; a store lock lets only one of them work each round.
         retention = RetentionTask(engine, settings.retention).start()
         app.state.retention = retention
+        trimmer = Trimmer().start()
         yield
+        trimmer.stop()
         retention.stop()
         services.replays.shutdown()
         engine.dispose()
