@@ -8,6 +8,8 @@ in the check and in any migration that follows).
 from __future__ import annotations
 
 import os
+import signal
+import socket
 import sys
 import threading
 from collections.abc import Callable
@@ -117,6 +119,32 @@ class Watchdog:
             if idle > self.timeout_s:
                 self._on_stall(idle)
                 return
+
+
+#: Signals a launcher or a user stops a job with (mpiexec.gforker sends SIGINT to the
+#: survivors when a rank dies; hydra's SIGKILL cannot be caught).
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
+
+
+def watch_signals(on_signal: Callable[[str], None]) -> None:
+    """Call ``on_signal`` from a thread as soon as a stop signal arrives, then exit.
+
+    The main thread may sit inside an MPI call that never returns (its Python handlers would
+    never run), so the C-level handler's wakeup fd wakes a thread instead.
+    """
+    reader, writer = socket.socketpair()
+    writer.setblocking(False)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: None)
+    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
+
+    def wait() -> None:
+        got = reader.recv(1)  # the writer lives as long as this thread (it is referenced here)
+        if got and writer.fileno() >= 0:
+            on_signal(signal.Signals(got[0]).name)
+            os._exit(128 + got[0])
+
+    threading.Thread(target=wait, name="sor-signals", daemon=True).start()
 
 
 def pin_to_core(rank: int) -> int:
@@ -266,6 +294,13 @@ def run(
                 on_failure(message)
             comm.Abort(3)
 
+        def stopped(name: str) -> None:
+            message = f"rank {rank}: stopped by {name} (a rank died or the job was cancelled)"
+            print(f"ppe-sor: {message}", file=sys.stderr, flush=True)
+            if on_failure is not None:
+                on_failure(message)
+
+        watch_signals(stopped)
         # Rank 0 reports a stall before anyone aborts the job: the others wait twice as long.
         timeout = opts.stall_timeout_s * (1 if rank == 0 else 2)
         me.watchdog = Watchdog(timeout, stalled)
@@ -282,7 +317,7 @@ def _first_plan(me: Rank, planner: Planner | None) -> Plan:
         try:
             answer = planner.initial()
         except Exception as exc:  # noqa: BLE001 - every rank must hear about it
-            answer = f"{type(exc).__name__}: {exc}" if not str(exc) else str(exc)
+            answer = f"no schedule from the service: {exc or type(exc).__name__}"
     answer = me.collective(lambda: me.comm.bcast(answer, root=0))
     if isinstance(answer, str):
         raise RunFailed(answer)
