@@ -82,7 +82,7 @@ def rank_process(launcher: psutil.Process, rank: int) -> psutil.Process | None:
 def start_and_kill_rank_1(*args: str) -> tuple[int, str, str]:
     """Start a long run under mpiexec.gforker (it stops the survivors with SIGINT when a rank
     dies; hydra's mpiexec SIGKILLs them, which nothing can report), kill rank 1 mid-run."""
-    cmd = sor_command(2, *args, "--iterations", "100000000", launcher="mpiexec.gforker")
+    cmd = sor_command(2, *args, "--iterations", "100000", launcher="mpiexec.gforker")
     proc = subprocess.Popen(
         cmd,
         stdout=subprocess.PIPE,

@@ -65,6 +65,8 @@ def check_args(args: argparse.Namespace) -> str | None:
         return f"--omega {args.omega}: must be in (0, 2)"
     if args.check <= 0 or args.stall_timeout <= 0 or args.http_timeout <= 0:
         return "--check, --stall-timeout and --http-timeout must be positive"
+    if not args.slack >= -1:
+        return "--slack must be at least -1"
     if args.tolerance is not None and not args.tolerance > 0:
         return "--tolerance must be positive"
     if args.token_file is not None and not args.offline and not args.token_file.is_file():
