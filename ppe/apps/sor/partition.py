@@ -11,8 +11,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import accumulate
 
-import numpy as np
-
 from ppe.apps.sor.numerics import Grid
 
 
@@ -61,10 +59,12 @@ def transfers(old: Sequence[int], new: Sequence[int]) -> list[Transfer]:
     return out
 
 
-def assemble(n: int, first: int, rows: int, pieces: Sequence[tuple[int, Grid]]) -> Grid:
-    """A strip for interior rows ``first .. first + rows - 1`` from ``(start, interior rows)``
-    pieces that together cover it; its halo rows are left at zero for the next exchange."""
-    u = np.zeros((rows + 2, n + 2))
+def assemble(base: Grid, first: int, pieces: Sequence[tuple[int, Grid]]) -> Grid:
+    """Fill the interior rows of ``base`` (a strip for interior rows from ``first``, whose halo
+    rows facing the boundary are right: ``numerics.initial_strip``) from ``(start, interior
+    rows)`` pieces that together cover it; inner halos wait for the next exchange."""
+    u = base
+    rows = u.shape[0] - 2
     covered = 0
     for start, block in pieces:
         lo, hi = max(start, first), min(start + block.shape[0], first + rows)

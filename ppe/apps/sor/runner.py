@@ -246,7 +246,8 @@ class Rank:
                 pieces.append((t.start, block))
         MPI.Request.Waitall([req for req, _ in sends])
         self.first = firsts(new)[self.rank]
-        self.u = assemble(n, self.first, new[self.rank], pieces)
+        base = initial_strip(self.opts.problem, self.first, new[self.rank])
+        self.u = assemble(base, self.first, pieces)
         self.exchange()
         return sum(t.count for t in moves if t.src == self.rank)
 
