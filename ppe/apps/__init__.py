@@ -1,0 +1,1 @@
+"""Real applications that ask PPE for schedules and report how their runs went."""
