@@ -442,14 +442,9 @@ def schedule(
     key = (
         None
         if version is None
-        else (
-            inputs.model.digest,
-            body.model_dump_json(exclude={"hosts"}),
-            tuple(inputs.hosts),
-            version,
-        )
+        else (inputs.model.digest, body.model_dump_json(exclude={"hosts"}), tuple(inputs.hosts))
     )
-    return memo.answer(key, lambda: _plan(body, inputs, memo))
+    return memo.answer(key, lambda: _plan(body, inputs, memo), version)
 
 
 def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
