@@ -92,8 +92,9 @@ def select_series(
         asked = ", ".join(f"{k} {v!r}" for k, v in given.items()) or "any series"
         held = sorted({key_of(r).label() for r in completed})
         have = f"; the runs hold {_listed(held)}" if held else "; there are no completed runs"
-        field = next(iter(given), "app")
-        raise NoRunsError(f"no completed runs of {asked}{have}", name=field)
+        raise NoRunsError(
+            f"no completed runs of {asked}{have}", name=_first_unmatched(completed, given)
+        )
     keys = sorted({key_of(r) for r in matching}, key=lambda k: k.label())
     if len(keys) > 1:
         for field in SERIES_FIELDS:
@@ -104,6 +105,17 @@ def select_series(
                     name=field,
                 )
     return keys[0], matching
+
+
+def _first_unmatched(records: Sequence[RunRecord], given: Mapping[str, str]) -> str:
+    """The first field (app, kernel, metric, system) after which no run is left."""
+    left = list(records)
+    for field in SERIES_FIELDS:
+        if field in given:
+            left = [r for r in left if getattr(r, field) == given[field]]
+            if not left:
+                return field
+    return "app"
 
 
 def _listed(items: Sequence[str]) -> str:
