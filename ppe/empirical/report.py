@@ -182,9 +182,11 @@ def cv_error(model: EmpiricalModel, data: Measurements) -> float | None:
     if model.cv_error is not None:
         return model.cv_error
     cols = {p: data.column(p) for p in model.params}
-    columns = np.column_stack([np.zeros(data.n_points), *(t.evaluate(cols) for t in model.terms)])[
-        :, 1:
-    ]
+    columns = (
+        np.column_stack([t.evaluate(cols) for t in model.terms])
+        if model.terms
+        else np.empty((data.n_points, 0))
+    )
     hyps = np.arange(len(model.terms), dtype=np.intp)[None, :]
     loo, _ = loo_residuals(columns, data.means, fit_weights(data, model.noise), hyps)
     score = float(relative_losses(loo, data.means, default_noise(data)).mean())

@@ -151,6 +151,11 @@ def test_graph_type_recovers_known_coefficients(tmp_path: Path, capsys) -> None:
     out = fit_json(capsys, str(write_csv(tmp_path / "q.csv", rows)), "--type", "quadratic")
     coef = [c["value"] for c in out["coefficients"]]
     assert coef == pytest.approx([3.0, 0.0, 0.25], abs=1e-9)
+    # Prophecy's types get the search's cross-validated error: ~0 for the true type, not for
+    # a wrong one.
+    assert out["cv_error"] == pytest.approx(0.0, abs=1e-9)
+    line = fit_json(capsys, str(tmp_path / "q.csv"), "--type", "linear")
+    assert line["cv_error"] > 0.05
 
 
 def test_search_finds_n_log_n_on_noisy_runs(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
