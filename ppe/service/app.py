@@ -14,6 +14,7 @@ from fastapi.responses import JSONResponse
 
 from ppe import __version__
 from ppe.service.api import (
+    empirical,
     forecasts,
     health,
     measurements,
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         replays,
         tokens,
         runs,
+        empirical,
     ):
         api.include_router(module.router)
     app.include_router(health.router)
