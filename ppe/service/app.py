@@ -23,6 +23,7 @@ from ppe.service.api import (
     resources,
     runs,
     schedules,
+    templates,
     tokens,
 )
 from ppe.service.config import Settings
@@ -125,6 +126,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         replays,
         tokens,
         runs,
+        templates,
     ):
         api.include_router(module.router)
     app.include_router(health.router)
