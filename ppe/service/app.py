@@ -27,7 +27,7 @@ from ppe.service.api import (
     tokens,
 )
 from ppe.service.config import Settings
-from ppe.service.dashboard import docs
+from ppe.service.dashboard import docs, models_data
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
@@ -132,6 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(health.router)
     app.include_router(api)
     app.include_router(dashboard.router)
+    app.include_router(models_data.router)
     app.include_router(docs.router)
     app.mount(dashboard.STATIC_PATH, dashboard.static_files(), name="dashboard-static")
     app.mount(docs.ASSETS_PATH, docs.asset_files(), name="docs-assets")
