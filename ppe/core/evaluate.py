@@ -48,8 +48,10 @@ from .grammar import (
     BoolOp,
     Call,
     Compare,
+    CompiledExpression,
     CompiledModel,
     Domain,
+    Function,
     IfExpr,
     Index,
     Name,
@@ -57,6 +59,7 @@ from .grammar import (
     Node,
     Not,
     NumberLit,
+    ParamSpec,
     first_token,
     unparse,
 )
@@ -739,3 +742,92 @@ def check_requires(model: CompiledModel, values: Mapping[str, float], hosts: int
 
 def _names_in(node: Node) -> list[str]:
     return list(dict.fromkeys(n.name for n in _preorder(node) if isinstance(n, Name)))
+
+
+# ------------------------------------------------------------------ expressions
+
+
+def expression_names(
+    expr: CompiledExpression, functions: Mapping[str, Function] | None = None
+) -> tuple[str, ...]:
+    """Every name evaluating ``expr`` needs a value for: its own free names and those of the
+    named functions it calls (and they call), in order of first appearance."""
+    functions = functions or {}
+    names: dict[str, None] = dict.fromkeys(expr.names)
+    seen: set[str] = set()
+    pending = list(expr.calls)
+    while pending:
+        fname = pending.pop(0)
+        if fname in seen:
+            continue
+        seen.add(fname)
+        fn = functions.get(fname)
+        if fn is None:
+            raise ParameterError(f"no definition for function {fname!r}", name=fname)
+        names.update(dict.fromkeys(fn.names))
+        pending.extend(fn.expression.calls)
+    return tuple(names)
+
+
+class _ExpressionEvaluator(Evaluator):
+    """The model evaluator on one expression without hosts: names take the supplied values,
+    and a call of a named function evaluates its body with the formals bound to the
+    arguments (still iteratively, through :func:`_drive`)."""
+
+    def __init__(self, values: Mapping[str, float], functions: Mapping[str, Function]) -> None:
+        model = CompiledModel(
+            text="",
+            digest="",
+            params=tuple(ParamSpec(name, (), None, 0) for name in values),
+            requires=(),
+            definitions={},
+            stochastic={},
+            canonical={},
+            free_vars={},
+        )
+        banks = InputBanks([], np.zeros(0), np.zeros(0), [], [], "analytic", False)
+        super().__init__(model, values, banks, np.zeros(0))
+        self.functions = functions
+        self.calling: list[str] = []
+
+    def _call(self, node: Call, env: dict[str, FloatArray], m: int) -> Steps[Value]:
+        fn = self.functions.get(node.func)
+        if fn is None:
+            return cast(Value, (yield super()._call(node, env, m)))
+        if node.func in self.calling:
+            chain = " -> ".join([*self.calling, node.func])
+            raise _err(f"recursive function definitions: {chain}", node, node.func)
+        bound: dict[str, FloatArray] = {}
+        for formal, arg in zip(fn.formals, node.args, strict=True):
+            bound[formal] = self._det((yield self._eval(arg, env, m)), arg)
+        self.calling.append(node.func)
+        try:
+            return self._num((yield self._eval(fn.expression.body, bound, m)), node)
+        finally:
+            self.calling.pop()
+
+
+def evaluate_expression(
+    expr: CompiledExpression,
+    values: Mapping[str, float],
+    functions: Mapping[str, Function] | None = None,
+) -> float:
+    """The value of ``expr`` with every name (its own and its functions') in ``values``.
+
+    A missing name raises :class:`ParameterError` naming it; what only the values reveal
+    (division by zero, a negative base to a fractional power, overflow) raises
+    :class:`EvaluationError` pointing at the expression."""
+    functions = functions or {}
+    for name in expression_names(expr, functions):
+        if name not in values:
+            raise ParameterError(f"no value for {name!r}", name=name)
+    clean: dict[str, float] = {}
+    for name, raw in values.items():
+        value = float(raw)
+        if not np.isfinite(value):
+            raise ParameterError(f"{name!r} must be finite, got {raw!r}", name=name)
+        clean[name] = value
+    result = float(_ExpressionEvaluator(clean, functions).det(expr.body, {}, 1)[0])
+    if not np.isfinite(result):
+        raise _err(f"the value is not finite (overflow): {unparse(expr.body)}", expr.body)
+    return result

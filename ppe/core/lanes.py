@@ -103,14 +103,18 @@ def _check_divisor(d: FloatArray) -> None:
 
 
 def binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
-    """``x op y`` lane-wise for op in ``+ - * /`` (operands independent unless
-    they share inputs, in which case the dependence is kept).  Overflow gives
-    inf silently; predictions check their results are finite."""
+    """``x op y`` lane-wise for op in ``+ - * / ^`` (``^``: deterministic operands only;
+    operands independent unless they share inputs, in which case the dependence is kept).
+    Overflow gives inf silently; predictions check their results are finite."""
     with np.errstate(over="ignore", invalid="ignore"):
         return _binary(op, x, y, ctx)
 
 
 def _binary(op: str, x: Value, y: Value, ctx: LaneCtx) -> Value:
+    if op == "^":
+        if not (is_det(x) and is_det(y)):
+            raise StochasticError("'^' of a random value (the grammar's checker refuses it)")
+        return _power(np.asarray(x), np.asarray(y))
     if isinstance(x, NumericLanes) or isinstance(y, NumericLanes):
         if isinstance(x, Lin | Smp) or isinstance(y, Lin | Smp):
             raise TypeError("numeric values do not mix with other engines' values")
@@ -132,6 +136,18 @@ def _binary_det(op: str, x: FloatArray, y: FloatArray) -> FloatArray:
         return x * y
     _check_divisor(y)
     return x / y
+
+
+def _power(x: FloatArray, y: FloatArray) -> FloatArray:
+    """``x ^ y`` where it is a real number: a negative base needs an integer exponent, and 0
+    a positive one."""
+    x, y = np.broadcast_arrays(x, y)
+    if ((x < 0) & (y != np.round(y))).any():
+        k = int(np.flatnonzero((x < 0) & (y != np.round(y)))[0])
+        raise StochasticError(f"{x[k]:g} ^ {y[k]:g} is not a real number (negative base)")
+    if ((x == 0) & (y < 0)).any():
+        raise StochasticError("division by zero (0 to a negative power)")
+    return np.asarray(np.power(x, y), dtype=np.float64)
 
 
 def _binary_smp(op: str, x: FloatArray, y: FloatArray, space: Space) -> Smp:

@@ -24,10 +24,11 @@ from ppe.service.api import (
     resources,
     runs,
     schedules,
+    templates,
     tokens,
 )
 from ppe.service.config import Settings
-from ppe.service.dashboard import docs
+from ppe.service.dashboard import docs, models_data
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
@@ -127,11 +128,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         tokens,
         runs,
         empirical,
+        templates,
     ):
         api.include_router(module.router)
     app.include_router(health.router)
     app.include_router(api)
     app.include_router(dashboard.router)
+    app.include_router(models_data.router)
     app.include_router(docs.router)
     app.mount(dashboard.STATIC_PATH, dashboard.static_files(), name="dashboard-static")
     app.mount(docs.ASSETS_PATH, docs.asset_files(), name="docs-assets")

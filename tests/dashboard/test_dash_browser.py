@@ -41,6 +41,7 @@ CHROMIUM_ARGS = [
 ]
 ROOT = Path(__file__).resolve().parents[2]
 SCREENSHOTS = ROOT / "docs" / "screenshots"
+KERNEL_RUNS = ROOT / "examples" / "runs" / "kernels.csv"  # real kernels measured on this machine
 # Two real VMs: 65 switches between idle and saturated (multi-mode), 413 varies within one mode.
 HOSTS = {"vm65": "65.csv.gz", "vm413": "413.csv.gz"}
 SAMPLES = 288  # one day at the traces' 300 s spacing
@@ -172,6 +173,9 @@ class Found(TypedDict, total=False):
     predictor: str
     strips: list[Strip]
     replay_strategies: list[str]
+    model_traces: int
+    cubic_formula: str
+    surface_traces: list[str]
     unlabelled: list[str]
     phone_widths: dict[str, int]
     external: list[str]
@@ -271,13 +275,35 @@ def walkthrough(base_url: str, operator_token: str, out_dir: Path) -> Found:
             )
             page.screenshot(path=str(out_dir / "replay-report.png"), full_page=True)
             unlabelled += page.evaluate(UNLABELLED_JS)
-            found["unlabelled"] = unlabelled
             report_path = page.url[len(base_url) :]
+
+            # Models: the real kernels' runs (examples/runs), the search's curve with its band
+            # and extrapolated point; then SOR strips over n and p: the two-range surface.
+            page.get_by_role("link", name="Models").click()
+            expect(page).to_have_url(base_url + "/models")
+            curve = page.locator("#chart-curve")
+            expect(curve).to_have_class(re.compile(r"js-plotly-plot"))
+            expect(page.locator("#t-type")).to_have_text("Automatic (model search)")
+            found["model_traces"] = curve.locator(".scatterlayer .trace").count()
+            page.get_by_label("Graph type").select_option("cubic")
+            expect(page.locator("#t-type")).to_have_text("Cubic")
+            found["cubic_formula"] = page.locator("#t-formula").inner_text()
+            page.get_by_label("Application", exact=True).select_option("sor")
+            page.get_by_label("Kernel", exact=True).select_option("strips")
+            page.get_by_label("Graph type").select_option("search")
+            expect(page.locator("#t-runs")).to_have_text("time of sor / strips")
+            surface = page.locator("#chart-surface")
+            expect(surface).to_have_class(re.compile(r"js-plotly-plot"))
+            found["surface_traces"] = surface.evaluate("el => el.data.map(t => t.type)")
+            expect(page.locator("#coupling-body tr.empty")).to_have_count(1)
+            page.screenshot(path=str(out_dir / "models.png"), full_page=True)
+            unlabelled += page.evaluate(UNLABELLED_JS)
+            found["unlabelled"] = unlabelled
 
             # Phone width: no page scrolls sideways.
             page.set_viewport_size({"width": 390, "height": 844})
             widths: dict[str, int] = {}
-            for path in ("/", "/hosts/vm65", "/playground", "/replays", report_path):
+            for path in ("/", "/hosts/vm65", "/playground", "/replays", report_path, "/models"):
                 page.goto(base_url + path)
                 page.wait_for_load_state("networkidle")
                 widths[path] = page.evaluate("document.documentElement.scrollWidth")
@@ -327,6 +353,13 @@ def test_dashboard_in_chromium(
             assert r.status_code == 200, r.text
         r = api.post("/api/v1/replays", headers=operator, json=REPLAY)
         assert r.status_code == 202, r.text
+    runs = subprocess.run(
+        [*ppe_command(), "runs", "import", str(KERNEL_RUNS), "--db", db_url],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert runs.returncode == 0, runs.stderr
 
     found = walkthrough(server.base_url, tokens["operator"], SCREENSHOTS)
 
@@ -340,6 +373,10 @@ def test_dashboard_in_chromium(
         assert sum(s["rows"].values()) == 2000, s
     assert strips[0]["rows"]["vm65"] == strips[0]["rows"]["vm413"] == 1000  # block: equal strips
     assert found["replay_strategies"] == [*REPLAY_STRATEGIES, "mean+replan"]
+    # repetitions, point means, model, band (two traces), extrapolated point
+    assert found["model_traces"] >= 6, found["model_traces"]
+    assert found["cubic_formula"].count("n^") == 2, found["cubic_formula"]  # n^2, n^3
+    assert found["surface_traces"] == ["surface", "scatter3d"]
     assert found["unlabelled"] == [], found["unlabelled"]  # including controls drawn by scripts
     assert all(w <= 390 for w in found["phone_widths"].values()), found["phone_widths"]
     assert found["external"] == [], found["external"]
@@ -351,6 +388,7 @@ def test_dashboard_in_chromium(
         "playground",
         "replays",
         "replay-report",
+        "models",
         "overview-phone",
     ):
         shot = SCREENSHOTS / f"{name}.png"

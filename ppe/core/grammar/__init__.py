@@ -19,8 +19,9 @@ The language is described in ``ppe/core/GRAMMAR.md``; in short::
     HostTime[p] = I * (RComp[p] + Comm[p])          # required: per-host time
     ExecTime    = max(p in hosts: HostTime[p])      # required: the makespan
 
-Built-in symbols: ``P`` (number of hosts), ``rows[p]``, ``Benchmark[p]``,
-``FracAvailCPU[p]`` (stochastic), ``BWAvail[p, q]`` (stochastic) and
+Operators: ``+ - * /`` and ``^`` (power: deterministic operands only, groups right, binds
+tighter than a prefix ``-``).  Built-in symbols: ``P`` (number of hosts), ``rows[p]``,
+``Benchmark[p]``, ``FracAvailCPU[p]`` (stochastic), ``BWAvail[p, q]`` (stochastic) and
 ``Latency[p, q]``; functions ``max(a, b, ...)``, ``min(...)``; aggregations
 ``sum|max|min(v in DOMAIN: expr)`` with DOMAIN ``hosts``, ``neighbours(p)`` or
 ``lo..hi`` (inclusive).
@@ -32,10 +33,13 @@ defines at most ``MAX_DEFINITIONS`` (1 000) components, chained at most ``MAX_CH
 Modules, each using only those before it: :mod:`.tokens` (tokeniser), :mod:`.limits`,
 :mod:`.nodes` (syntax tree), :mod:`.parser` (text to statements),
 :mod:`.symbols` (built-in names, :class:`CompiledModel`), :mod:`.checker`
-(semantic checks, :func:`compile_model`, :func:`validate_model`).
+(semantic checks, :func:`compile_model`, :func:`validate_model`), :mod:`.expression`
+(one expression over free names and named functions, :func:`compile_expression`: Prophecy's
+parameterization templates).
 """
 
 from .checker import compile_model, validate_model
+from .expression import CompiledExpression, Function, compile_expression, define_function
 from .limits import MAX_CHAIN, MAX_DEFINITIONS, MAX_DEPTH, GrammarLimitError
 from .nodes import (
     Agg,
@@ -85,9 +89,11 @@ __all__ = [
     "Builtin",
     "Call",
     "Compare",
+    "CompiledExpression",
     "CompiledModel",
     "Definition",
     "Domain",
+    "Function",
     "GrammarLimitError",
     "IfExpr",
     "Index",
@@ -101,7 +107,9 @@ __all__ = [
     "Require",
     "Statement",
     "Token",
+    "compile_expression",
     "compile_model",
+    "define_function",
     "first_token",
     "parse",
     "tokenize",

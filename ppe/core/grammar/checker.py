@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import hashlib
+import math
 import re
 from functools import lru_cache
 
@@ -299,6 +300,12 @@ class _Checker:
                     f"division by zero: {unparse(node.right)} is always 0",
                     first_token(node.right),
                 )
+            if node.op == "^" and (ls or rs):
+                self.err(
+                    f"'^' needs deterministic operands (no engine keeps powers of random "
+                    f"values exact): {unparse(node)}",
+                    first_token(node),
+                )
             return "num", ls or rs
         if isinstance(node, Neg):
             return "num", self.typecheck(node.operand, "num")
@@ -351,11 +358,26 @@ def _constant(node: Node) -> float | None:
             return a - b
         if node.op == "*":
             return a * b
+        if node.op == "^":
+            return constant_power(a, b)
         return None if b == 0 else a / b
     if isinstance(node, IfExpr):
         a, b = _constant(node.then), _constant(node.orelse)
         return a if a is not None and a == b else None
     return None
+
+
+def constant_power(base: float, exponent: float) -> float | None:
+    """``base ^ exponent`` when it is a finite real number, else None (no constant)."""
+    if base < 0 and exponent != int(exponent):
+        return None
+    if base == 0 and exponent < 0:
+        return None
+    try:
+        value = float(base**exponent)
+    except OverflowError:
+        return None
+    return value if math.isfinite(value) else None
 
 
 def _constant_zero(node: Node) -> bool:

@@ -57,7 +57,7 @@ class Agg(Node):
 
 @dataclass(frozen=True, eq=False)
 class BinOp(Node):
-    op: str  # + - * /
+    op: str  # + - * / ^
     left: Node
     right: Node
 

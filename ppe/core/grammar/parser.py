@@ -41,9 +41,10 @@ from .tokens import Token, tokenize
 
 _AGG_FUNCS = frozenset({"sum", "max", "min"})
 _CMP_OPS = frozenset({"<", "<=", ">", ">=", "==", "!="})
-# Binding powers, loosest first; _NOT and _NEG are the prefix operators.
-_OR, _AND, _NOT, _CMP, _ADDITIVE, _MUL, _NEG = 1, 2, 3, 4, 5, 6, 7
-_POWER = {"or": _OR, "and": _AND, "+": _ADDITIVE, "-": _ADDITIVE, "*": _MUL, "/": _MUL}
+# Binding powers, loosest first; _NOT and _NEG are the prefix operators.  '^' binds tighter
+# than a prefix '-' (-x^2 is -(x^2)) and groups to the right (2^3^2 is 2^9).
+_OR, _AND, _NOT, _CMP, _ADDITIVE, _MUL, _NEG, _EXP = 1, 2, 3, 4, 5, 6, 7, 8
+_POWER = {"or": _OR, "and": _AND, "+": _ADDITIVE, "-": _ADDITIVE, "*": _MUL, "/": _MUL, "^": _EXP}
 _POWER.update(dict.fromkeys(_CMP_OPS, _CMP))
 
 
@@ -246,7 +247,8 @@ class _Parser:
         """Operands joined by prefix and binary operators that bind at least as tightly as
         ``lowest``, by operator precedence with explicit stacks: long operator chains cost
         no recursion.  Precedence, loosest first: ``or``, ``and``, prefix ``not``, one
-        (unchained) comparison, ``+ -``, ``* /``, prefix ``-``; binary operators group left."""
+        (unchained) comparison, ``+ -``, ``* /``, prefix ``-``, ``^``; binary operators group
+        left except ``^``, which groups right (its exponent may carry a prefix ``-``)."""
         operands: list[Node] = []
         ops: list[tuple[Token, int]] = []  # operator, binding power (_NOT, _NEG: prefix)
         while True:
@@ -266,7 +268,7 @@ class _Parser:
             power = _binary_power(tok)
             if power is None or power < lowest:
                 break
-            while ops and ops[-1][1] >= power:
+            while ops and (ops[-1][1] > power or (ops[-1][1] == power and power != _EXP)):
                 if power == _CMP and ops[-1][1] == _CMP:
                     raise self.error("comparisons cannot be chained; use 'and'")
                 self.reduce(ops, operands)

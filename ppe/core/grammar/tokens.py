@@ -27,7 +27,7 @@ _TOKEN_RE = re.compile(
   | (?P<number>(?:\d+\.\d*(?!\.)|\d*\.\d+|\d+)(?:[eE][+-]?\d+)?)
   | (?P<name>[A-Za-z_][A-Za-z_0-9]*)
   | (?P<string>"[^"\n]*")
-  | (?P<op>\.\.|==|!=|<=|>=|[-+*/()\[\],:=<>])
+  | (?P<op>\.\.|==|!=|<=|>=|[-+*/^()\[\],:=<>])
     """,
     re.VERBOSE,
 )
@@ -71,9 +71,9 @@ def tokenize(text: str) -> list[Token]:
 
 
 _CONT_AFTER = frozenset(
-    {"+", "-", "*", "/", "=", ",", "..", "and", "or", "not", "if", "then", "else"}
+    {"+", "-", "*", "/", "^", "=", ",", "..", "and", "or", "not", "if", "then", "else"}
 )
-_CONT_BEFORE = frozenset({"+", "-", "*", "/", "..", "and", "or", "then", "else"})
+_CONT_BEFORE = frozenset({"+", "-", "*", "/", "^", "..", "and", "or", "then", "else"})
 
 
 def _join_continuations(tokens: list[Token]) -> list[Token]:

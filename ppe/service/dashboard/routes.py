@@ -1,4 +1,4 @@
-"""Dashboard pages at `/`: login, overview, host, schedule playground, replays.
+"""Dashboard pages at `/`: login, overview, host, schedule playground, replays, models.
 
 The pages are Jinja2 templates that carry no data of their own: their plain JavaScript fetches the
 same `/api/v1` JSON that applications get, authenticated by the HttpOnly `ppe_token` cookie set at
@@ -38,6 +38,7 @@ from ppe.service.auth import (
     same_origin,
     session_cookie,
 )
+from ppe.service.dashboard.models_data import DATA_PATH as MODELS_DATA_PATH
 from ppe.service.store.tokens import article
 
 LOGIN_NONCE_COOKIE = "ppe_csrf"  # before login there is no session to derive a CSRF token from
@@ -154,6 +155,14 @@ def replays(request: Request) -> Response:
 @router.api_route("/replays/{job_id}", methods=PAGE_METHODS, response_class=HTMLResponse)
 def replay(request: Request, job_id: str) -> Response:
     return _page(request, "replay.html", page="replays", title=f"Replay {job_id}", job_id=job_id)
+
+
+@router.api_route("/models", methods=PAGE_METHODS, response_class=HTMLResponse)
+def models_page(request: Request) -> Response:
+    """Empirical models of stored runs (data from ppe.service.dashboard.models_data)."""
+    return _page(
+        request, "models_page.html", page="models", title="Models", data_path=MODELS_DATA_PATH
+    )
 
 
 def _login_page(

@@ -124,6 +124,25 @@ class UserModel(Base):
     )
 
 
+class Template(Base):
+    """Parameterization templates (Prophecy's second method): a grammar expression over an
+    application's parameters and the systems' (ppe.empirical.templates). Owned like models."""
+
+    __tablename__ = "templates"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    app: Mapped[str] = mapped_column(String(128))
+    text: Mapped[str] = mapped_column(Text)
+    description: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+    owner_token_id: Mapped[int | None] = mapped_column(
+        IdType,
+        ForeignKey("api_tokens.id", ondelete="SET NULL", name="fk_templates_owner_token"),
+        nullable=True,
+        default=None,
+    )
+
+
 class ReplayJob(Base):
     __tablename__ = "replay_jobs"
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
