@@ -1,4 +1,4 @@
-"""Dashboard pages at `/`: login, overview, host, schedule playground, replays.
+"""Dashboard pages at `/`: login, overview, host, schedule playground, replays, runs.
 
 The pages are Jinja2 templates that carry no data of their own: their plain JavaScript fetches the
 same `/api/v1` JSON that applications get, authenticated by the HttpOnly `ppe_token` cookie set at
@@ -154,6 +154,12 @@ def replays(request: Request) -> Response:
 @router.api_route("/replays/{job_id}", methods=PAGE_METHODS, response_class=HTMLResponse)
 def replay(request: Request, job_id: str) -> Response:
     return _page(request, "replay.html", page="replays", title=f"Replay {job_id}", job_id=job_id)
+
+
+@router.api_route("/runs", methods=PAGE_METHODS, response_class=HTMLResponse)
+def runs(request: Request) -> Response:
+    """Reported runs against their served intervals, and the live accuracy per strategy."""
+    return _page(request, "runs.html", page="runs", title="Runs")
 
 
 def _login_page(
