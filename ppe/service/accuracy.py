@@ -11,6 +11,7 @@ double-count re-posted batches the store treats as duplicates. The store is the 
 
 from __future__ import annotations
 
+import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -19,11 +20,14 @@ from typing import Any
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 from sqlalchemy import func, select
+from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ppe.evaluation.live import Accuracy, RunOutcome, Served, accuracy
 from ppe.service.store.models import Run, ServedLog
 from ppe.service.store.run_evidence import LinkedRun, linked_runs
+
+log = logging.getLogger("ppe.service.accuracy")
 
 #: Runs per (application, strategy) the figures cover unless asked otherwise.
 DEFAULT_LAST = 50
@@ -103,9 +107,14 @@ class LiveCollector(Collector):
         return []  # nothing at registration: the store may not be reachable yet
 
     def collect(self) -> Iterator[Any]:
-        with self.sessions() as session:
-            counts = reported_counts(session)
-            groups = group_accuracy(session, last=self.last)
+        """The store's figures; none (the rest of the scrape still answers) when it is down."""
+        try:
+            with self.sessions() as session:
+                counts = reported_counts(session)
+                groups = group_accuracy(session, last=self.last)
+        except SQLAlchemyError as exc:
+            log.warning("live metrics skipped: the store did not answer (%s)", exc)
+            return
         reported = CounterMetricFamily(
             "ppe_runs_reported",
             "Runs stored (reports and measured runs), by the linked schedule's strategy "

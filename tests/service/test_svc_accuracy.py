@@ -159,6 +159,19 @@ def test_the_metrics_show_runs_and_live_figures(env, t0) -> None:  # type: ignor
     assert value("ppe_live_makespan_ratio", app="sor", strategy="mean") == pytest.approx(ratio)
 
 
+def test_the_live_figures_are_in_a_multiprocess_scrape_too(env, t0, tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """With several workers the scrape merges the workers' files; the store's figures come
+    from the collector, whichever worker answers."""
+    sid, m = served(env, "mean")
+    post_runs(env, [linked(sid, m["mean"])])
+    workers = tmp_path / "prometheus"  # its own directory: the collector reads every *.db
+    workers.mkdir()
+    monkeypatch.setenv("PROMETHEUS_MULTIPROC_DIR", str(workers))
+    text = env.client.get("/metrics").text
+    assert 'ppe_live_coverage{app="sor",strategy="mean"} 1.0' in text
+    assert 'ppe_runs_reported_total{app="sor",status="completed",strategy="mean"} 1.0' in text
+
+
 # ------------------------------------------------------------------------ calibration
 
 
@@ -259,3 +272,13 @@ def test_planning_uses_the_calibrated_benchmark_of_a_host_without_one(env, t0) -
     assert r.status_code == 422
     reason = r.json()["detail"][0]["reason"]
     assert "no benchmark" in reason and "2 usable so far" in reason
+
+
+def test_a_store_outage_leaves_the_rest_of_the_scrape(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from sqlalchemy import create_engine
+    from sqlalchemy.orm import sessionmaker
+
+    from ppe.service.accuracy import LiveCollector
+
+    unreachable = create_engine(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
+    assert list(LiveCollector(sessionmaker(unreachable)).collect()) == []
