@@ -7,6 +7,11 @@ and ``to_stochastic`` (the PPE Normal).  Prints median and best wall-clock time
 and mean CPU time per run, and the load average (the machine is shared: the CPU
 figure is the better estimate of the cost).
 
+Through the service (a SQLite store in a temporary directory, FastAPI's test client, so
+no network): the two-parameter runs are posted to /api/v1/runs, ``POST
+/api/v1/models/empirical`` fits and saves them, and ``GET /api/v1/models/empirical/{name}?n=&p=``
+reads the stored model and predicts (token check, a query, JSON in and out included).
+
     .venv/bin/python benchmarks/bench_empirical.py
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable
 
@@ -74,6 +80,60 @@ def main() -> None:
         f"JSON load + from_dict + predict: median {med * 1e6:.0f} us, best {best * 1e6:.0f} us, "
         f"CPU {cpu * 1e6:.0f} us"
     )
+    service_figures(data)
+
+
+def service_figures(data: Measurements) -> None:
+    """Fit over stored runs and evaluate a stored model through the HTTP routes."""
+    from fastapi.testclient import TestClient
+
+    from ppe.service.app import create_app
+    from ppe.service.config import Settings
+    from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
+    from ppe.service.store.tokens import create_token
+
+    with tempfile.TemporaryDirectory() as tmp:
+        url = f"sqlite:///{tmp}/bench.db"
+        migrate(url)
+        engine = make_engine(url)
+        with session_scope(make_sessionmaker(engine)) as s:
+            token = create_token(s, "admin")
+        engine.dispose()
+        auth = {"Authorization": f"Bearer {token}"}
+        runs = [
+            {
+                "app": "bench",
+                "params": {"n": float(x[0]), "p": float(x[1])},
+                "values": [float(v) for v in values],
+            }
+            for x, values in zip(data.points, data.values, strict=True)
+        ]
+        with TestClient(create_app(Settings(database_url=url))) as client:
+            r = client.post("/api/v1/runs", json={"runs": runs}, headers=auth)
+            assert r.status_code == 201, r.text
+            body = {"app": "bench", "predict": [{"n": 16384, "p": 32}]}
+            med, best, cpu = timed(
+                lambda: client.post("/api/v1/models/empirical", json=body, headers=auth), 10
+            )
+            print(
+                f"POST /api/v1/models/empirical (50 stored points, full search): median "
+                f"{med * 1e3:.1f} ms, best {best * 1e3:.1f} ms, CPU {cpu * 1e3:.1f} ms"
+            )
+            r = client.post(
+                "/api/v1/models/empirical", json={**body, "save_as": "bench"}, headers=auth
+            )
+            assert r.status_code == 200, r.text
+            path = "/api/v1/models/empirical/bench?n=16384&p=32"
+            med, best, cpu = timed(lambda: client.get(path, headers=auth), 500)
+            print(
+                f"stored model evaluates via GET /api/v1/models/empirical/bench?n=&p= in "
+                f"{med * 1e3:.2f} ms (median; best {best * 1e3:.2f} ms, CPU {cpu * 1e3:.2f} ms)"
+            )
+            med, best, cpu = timed(lambda: client.get("/api/v1/models", headers=auth), 500)
+            print(
+                f"  reference, GET /api/v1/models through the same client: {med * 1e3:.2f} ms "
+                f"(median; best {best * 1e3:.2f} ms, CPU {cpu * 1e3:.2f} ms)"
+            )
 
 
 if __name__ == "__main__":

@@ -121,43 +121,77 @@ def server_processes(pid: int) -> list[tuple[str, psutil.Process]]:
     return out
 
 
+def readings(i: int, n: int, k: int, now: float, rng: random.Random) -> list[dict[str, Any]]:
+    """Sensor `i`'s `k`-th report: a slow CPU swing with noise, and one link's figures."""
+    name, peer = f"s{i}", f"s{(i + 1) % n}"
+    phase = random.Random(-1 - i).uniform(0, 2 * math.pi)
+    cpu = min(1.0, max(0.0, 0.55 + 0.35 * math.sin(phase + k / 30) + rng.gauss(0, 0.05)))
+    return [
+        {"resource": name, "metric": "cpu", "timestamp": now, "value": cpu},
+        {
+            "resource": name,
+            "metric": "bandwidth",
+            "peer": peer,
+            "timestamp": now,
+            "value": 1.25e8 * (0.8 + 0.2 * rng.random()),
+        },
+        {
+            "resource": name,
+            "metric": "latency",
+            "peer": peer,
+            "timestamp": now,
+            "value": 2e-4 * (1 + rng.random()),
+        },
+    ]
+
+
+def acknowledge(stats: Stats, items: list[dict[str, Any]]) -> None:
+    for it in items:
+        stats.acked.add((it["resource"], it["metric"], it.get("peer", ""), it["timestamp"]))
+
+
+async def seed_history(
+    client: httpx.AsyncClient, stats: Stats, sensors: int, samples: int, period: float
+) -> None:
+    """What a service that has been running a while holds: `samples` past reports per sensor,
+    `period` apart and ending one period ago, so the soak measures steady state (forecast
+    distributions reach their full size only once a series has some history)."""
+    start = time.time() - period * (samples + 1)
+    batch: list[dict[str, Any]] = []
+    for i in range(sensors):
+        rng = random.Random(10_000 + i)
+        for k in range(samples):
+            batch += readings(
+                i, sensors, k - samples, start + period * k + period * i / sensors, rng
+            )
+            if len(batch) >= 15_000 or (i == sensors - 1 and k == samples - 1):
+                r = await client.post("/api/v1/measurements", json={"measurements": batch})
+                if r.status_code != 200:
+                    sys.exit(f"seeding the history failed: {r.status_code} {r.text[:200]}")
+                stats.inserted += int(r.json()["inserted"])
+                acknowledge(stats, batch)
+                batch = []
+    for i in range(sensors):
+        stats.samples[f"s{i}"] = samples
+
+
 async def sensor(
     i: int, n: int, client: httpx.AsyncClient, stats: Stats, period: float, end: float
 ) -> None:
-    name, peer = f"s{i}", f"s{(i + 1) % n}"
+    name = f"s{i}"
     rng = random.Random(i)
-    phase = rng.uniform(0, 2 * math.pi)
     await asyncio.sleep(period * i / n)  # spread the sensors over the period
     slot = time.monotonic()
     k = 0
     while slot < end:
-        now = time.time()
-        cpu = min(1.0, max(0.0, 0.55 + 0.35 * math.sin(phase + k / 30) + rng.gauss(0, 0.05)))
-        items: list[dict[str, Any]] = [
-            {"resource": name, "metric": "cpu", "timestamp": now, "value": cpu},
-            {
-                "resource": name,
-                "metric": "bandwidth",
-                "peer": peer,
-                "timestamp": now,
-                "value": 1.25e8 * (0.8 + 0.2 * rng.random()),
-            },
-            {
-                "resource": name,
-                "metric": "latency",
-                "peer": peer,
-                "timestamp": now,
-                "value": 2e-4 * (1 + rng.random()),
-            },
-        ]
+        items = readings(i, n, k, time.time(), rng)
         t = time.perf_counter()
         try:
             r = await client.post("/api/v1/measurements", json={"measurements": items})
             if r.status_code == 200:
                 stats.ingest_s.append(time.perf_counter() - t)
                 stats.inserted += int(r.json()["inserted"])
-                for it in items:
-                    stats.acked.add((name, it["metric"], it.get("peer", ""), it["timestamp"]))
+                acknowledge(stats, items)
                 stats.samples[name] = stats.samples.get(name, 0) + 1
             else:
                 stats.error(f"ingest {r.status_code}: {r.text[:200]}")
@@ -241,6 +275,18 @@ async def monitor(
 
 async def drive(args: argparse.Namespace, base: str, tokens: dict[str, str], pid: int) -> Any:
     stats = Stats()
+    if args.history:
+        async with httpx.AsyncClient(
+            base_url=base,
+            timeout=httpx.Timeout(600.0),
+            headers={"Authorization": f"Bearer {tokens['sensor']}"},
+        ) as seeder:
+            t = time.perf_counter()
+            await seed_history(seeder, stats, args.sensors, args.history, args.period)
+            print(
+                f"seeded {args.history} past reports per sensor in {time.perf_counter() - t:.0f} s",
+                flush=True,
+            )
     start = time.monotonic()
     end = start + 60 * args.minutes
     timeout = httpx.Timeout(args.timeout)
@@ -320,6 +366,12 @@ def main() -> None:
         "--random-hosts",
         action="store_true",
         help="a new random host set for every schedule (default: each app keeps its own pool)",
+    )
+    ap.add_argument(
+        "--history",
+        type=int,
+        default=240,
+        help="past reports per sensor stored before the clock starts (steady state; 0: none)",
     )
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--db", default=os.environ.get("PPE_SOAK_DB", DEFAULT_DB))

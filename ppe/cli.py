@@ -15,7 +15,7 @@ import sys
 import tempfile
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from ppe.empirical.formats import FORMATS
 from ppe.service.config import (
@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from ppe.empirical.formats import Located
+    from ppe.empirical.report import Fit
     from ppe.empirical.runs import RunProblem
     from ppe.service.store.models import ApiToken, Run
 
@@ -123,6 +124,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
 
     _add_runs_parser(sub)
+    _add_model_parser(sub)
 
     for name, (_, help_text) in DELEGATED.items():
         sub.add_parser(name, help=help_text, add_help=False)
@@ -148,6 +150,44 @@ def _add_runs_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -
     listing.add_argument("--limit", type=int, default=50, help="at most this many (1-1000)")
     listing.add_argument("--json", action="store_true", help="one JSON array, as the API gives")
     _db_arg(listing)
+
+
+def _add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    model = sub.add_parser("model", help="empirical performance models (fit)")
+    msub = model.add_subparsers(dest="model_command", required=True)
+    fit = msub.add_parser(
+        "fit",
+        help="fit a model to measured runs (a file, or an application's stored runs) and "
+        "predict with 95 % intervals",
+        description="Fit one series of runs (an application's kernel, one metric, one system): "
+        "from FILE (Extra-P text, JSON or JSON lines, or CSV app,kernel,<param>...,time) or "
+        "from the store (--app). With one kernel in the runs it is fitted directly; else "
+        "--kernel picks. docs/empirical.md, 'Command and API'.",
+    )
+    fit.add_argument("file", nargs="?", type=Path, help="a file of runs (or give --app)")
+    fit.add_argument(
+        "--app", default=None, help="the stored runs of this application (with FILE: its runs)"
+    )
+    fit.add_argument("--kernel", default=None, help="the kernel (region) to fit")
+    fit.add_argument("--metric", default=None, help="the metric to fit (default: the only one)")
+    fit.add_argument("--system", default=None, help="the system (default: the only one)")
+    fit.add_argument(
+        "--type",
+        default="search",
+        help="search (default: normal form, cross-validated), unknown (Prophecy's least "
+        "residual norm), or a graph type: linear, quadratic, cubic, poly4..poly6, "
+        "inverse_linear, inverse_quadratic, inverse_cubic, inverse_poly4..inverse_poly6",
+    )
+    fit.add_argument("--x", default=None, help="fit over this parameter alone (others fixed)")
+    fit.add_argument(
+        "--predict",
+        action="append",
+        default=[],
+        metavar="n=1200,p=8",
+        help="a point to predict at (repeatable)",
+    )
+    fit.add_argument("--json", action="store_true", help="one JSON object instead of a table")
+    _db_arg(fit)
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
@@ -487,6 +527,151 @@ def _print_runs(rows: Sequence[Run]) -> None:
         )
 
 
+class _BadInput(Exception):
+    """A `ppe model fit` input it cannot use: the message, and exit status 2."""
+
+
+def cmd_model_fit(args: argparse.Namespace) -> int:
+    """Fit, predict at every --predict point, and print a table or the report's JSON."""
+    import json
+
+    from ppe.empirical.errors import EmpiricalError
+
+    try:
+        points = [_point(text) for text in args.predict]
+        fit = _fit_file(args) if args.file is not None else _fit_store(args)
+        for text, point in zip(args.predict, points, strict=True):
+            try:
+                fit.predict(point)
+            except EmpiricalError as exc:
+                raise _BadInput(f"--predict {text}: {exc.message}") from None
+        report = fit.report(points)
+    except _BadInput as exc:
+        print(f"ppe model fit: {exc}", file=sys.stderr)
+        return 2
+    except EmpiricalError as exc:
+        option = f" (--{exc.name})" if exc.kind in ("ambiguous", "no_runs") else ""
+        print(f"ppe model fit: {exc.message}{option}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        _print_fit(report)
+    return 0
+
+
+def _point(text: str) -> dict[str, float]:
+    """`n=1200,p=8` as a point: each name once, finite numbers."""
+    import math
+
+    point: dict[str, float] = {}
+    for item in text.split(","):
+        name, sep, value = (part.strip() for part in item.partition("="))
+        if not sep or not name:
+            raise _BadInput(f"--predict {text}: expected NAME=VALUE[,NAME=VALUE...]")
+        if name in point:
+            raise _BadInput(f"--predict {text}: {name} is given twice")
+        try:
+            number = float(value)
+        except ValueError:
+            raise _BadInput(f"--predict {text}: {value!r} is not a number") from None
+        if not math.isfinite(number):
+            raise _BadInput(f"--predict {text}: {name} is {value}: a point is finite")
+        point[name] = number
+    return point
+
+
+def _check_type(kind: str) -> None:
+    from ppe.empirical.report import FIT_TYPES
+
+    if kind not in FIT_TYPES:
+        raise _BadInput(f"unknown --type {kind!r}: one of {', '.join(FIT_TYPES)}")
+
+
+def _fit_file(args: argparse.Namespace) -> Fit:
+    from ppe.empirical.formats import FormatError, detect_format, parse
+    from ppe.empirical.report import fit_series, select_series
+
+    if args.db is not None:
+        raise _BadInput("--db reads the store: give --app without a FILE")
+    _check_type(args.type)
+    try:
+        data = args.file.read_bytes()
+    except OSError as exc:
+        raise _BadInput(f"{args.file}: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8").removeprefix("\ufeff")
+        csv = detect_format(text) == "csv"
+        # Extra-P's formats name no application: the file's runs are --app's, or the file's.
+        app = None if csv else (args.app or args.file.stem or "runs")
+        records = parse(text, app=app)
+    except UnicodeDecodeError:
+        raise _BadInput(f"{args.file}: not UTF-8 text") from None
+    except FormatError as exc:
+        where, why = exc.problems[0]
+        raise _BadInput(f"{args.file}: {where + ': ' if where else ''}{why}") from None
+    key, series = select_series(
+        records,
+        app=args.app if csv else None,
+        kernel=args.kernel,
+        metric=args.metric,
+        system=args.system,
+    )
+    return fit_series(key, series, args.type, args.x)
+
+
+def _fit_store(args: argparse.Namespace) -> Fit:
+    from ppe.service.empirical import FitSpec, fit_stored
+
+    if args.app is None:
+        raise _BadInput("give a FILE of runs, or --app for an application's stored runs")
+    _check_type(args.type)
+    spec = FitSpec(args.app, args.kernel, args.metric, args.system, args.type, args.x)
+    with _token_store(args.db) as session:
+        return fit_stored(session, spec)
+
+
+def _print_fit(report: dict[str, Any]) -> None:
+    """The report as a table people read (the same numbers --json prints)."""
+    where = f" on {report['system']}" if report["system"] else ""
+    print(f"{report['app']}/{report['kernel']} ({report['metric']}{where})")
+    fixed = ", ".join(f"{k}={v:g}" for k, v in report["fixed"].items())
+    ranges = ", ".join(f"{p} {lo:g}..{hi:g}" for p, (lo, hi) in report["ranges"].items())
+    print(
+        f"  runs       {report['n_points']} points, {report['n_obs']} runs; {ranges}"
+        + (f"; held fixed: {fixed}" if fixed else "")
+    )
+    asked = report["requested_type"]
+    kind = report["type"] + (f" (from {asked})" if asked != report["type"] else "")
+    print(f"  model      {report['model']}")
+    print(f"  type       {kind}")
+    cv = report["cv_error"]
+    print(
+        "  cv error   "
+        + (
+            "- (no point can be left out: each one fixes a coefficient)"
+            if cv is None
+            else f"{cv:.2%} (mean leave-one-point-out error, relative to the measured mean)"
+        )
+    )
+    print(
+        f"  noise      {report['noise']}, sigma {report['sigma']:.4g}, {report['dof']} dof; "
+        f"residual norm {report['residual_norm']:.4g}"
+    )
+    print(f"  {'term':<28}  {'coefficient':>14}")
+    for c in report["coefficients"]:
+        print(f"  {c['term']:<28}  {c['value']:>14.6g}")
+    if not report["predictions"]:
+        return
+    print(f"  {'point':<28}  {'mean':>12}  {'95 % interval of a run':<27}")
+    for p in report["predictions"]:
+        point = ", ".join(f"{k}={v:g}" for k, v in p["point"].items())
+        band = p["interval"]
+        lo_hi = "-" if band is None else f"[{band[0]:.4g}, {band[1]:.4g}]"
+        note = "  extrapolated" if p["extrapolated"] else ""
+        print(f"  {point:<28}  {p['mean']:>12.4g}  {lo_hi:<27}{note}")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in DELEGATED:
@@ -503,6 +688,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return cmd_retention_run(args)
     if args.command == "runs":
         return cmd_runs_import(args) if args.runs_command == "import" else cmd_runs_list(args)
+    if args.command == "model":
+        return cmd_model_fit(args)
     return 2
 
 

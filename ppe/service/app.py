@@ -16,6 +16,7 @@ from ppe import __version__
 from ppe.service.accuracy import LiveCollector
 from ppe.service.api import (
     accuracy,
+    empirical,
     forecasts,
     health,
     measurements,
@@ -128,6 +129,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         replays,
         tokens,
         runs,
+        empirical,
         accuracy,
     ):
         api.include_router(module.router)

@@ -45,28 +45,37 @@ class Answer:
 
 
 class PlanMemo:
-    """Bounded, thread-safe (request handlers run in a thread pool); one per worker."""
+    """Bounded, thread-safe (request handlers run in a thread pool); one per worker.
+
+    One answer per request, for the newest data it was asked over: an answer over superseded
+    data can never be asked for again (a new measurement changes the data version for good),
+    so it is dropped as soon as the same request is planned over newer data. With live sensors
+    that keeps one answer per application's request instead of `answers` stale ones.
+    """
 
     def __init__(self, answers: int = 256, hints: int = 10_000) -> None:
-        self._answers: LRUCache[Hashable, Answer] = LRUCache(answers)
+        self._answers: LRUCache[Hashable, tuple[Hashable, Answer]] = LRUCache(answers)
         self._hints: LRUCache[Hashable, float | None] = LRUCache(hints)
         self._pending: dict[Hashable, Future[Answer]] = {}
         self._lock = threading.Lock()
 
-    def answer(self, key: Hashable | None, compute: Callable[[], Answer]) -> Answer:
-        """The memoised answer for ``key``, else ``compute()``'s, computed once: requests that
-        miss while it is being computed wait for it (new data arriving would otherwise send
-        every waiting client into the same plan at once). ``None``: not memoisable."""
+    def answer(
+        self, key: Hashable | None, compute: Callable[[], Answer], version: Hashable = None
+    ) -> Answer:
+        """The memoised answer for ``key`` over data ``version``, else ``compute()``'s,
+        computed once: requests that miss while it is being computed wait for it (new data
+        arriving would otherwise send every waiting client into the same plan at once).
+        ``None``: not memoisable."""
         if key is None:
             return compute()
         with self._lock:
             hit = self._answers.get(key)
-            if hit is not None:
-                return hit
-            pending = self._pending.get(key)
+            if hit is not None and hit[0] == version:
+                return hit[1]
+            pending = self._pending.get((key, version))
             owner = pending is None
             if pending is None:
-                pending = self._pending[key] = Future()
+                pending = self._pending[(key, version)] = Future()
         if not owner:
             return pending.result()  # the owner's error, if it failed, is raised here too
         try:
@@ -77,11 +86,11 @@ class PlanMemo:
         else:
             pending.set_result(answer)
             with self._lock:
-                self._answers[key] = answer
+                self._answers[key] = (version, answer)
             return answer
         finally:
             with self._lock:
-                self._pending.pop(key, None)
+                self._pending.pop((key, version), None)
 
     def hint(self, key: Hashable) -> float | None:
         with self._lock:

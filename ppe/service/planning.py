@@ -499,10 +499,9 @@ def schedule(
             body.model_dump_json(exclude={"hosts"}),
             tuple(inputs.hosts),
             inputs.notes,  # the same figures from another source say so in the warnings
-            version,
         )
     )
-    return memo.answer(key, lambda: _plan(body, inputs, memo))
+    return memo.answer(key, lambda: _plan(body, inputs, memo), version)
 
 
 def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:

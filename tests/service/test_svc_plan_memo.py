@@ -72,3 +72,13 @@ def test_bounded() -> None:
     for k in range(3):
         memo.answer(k, _returns(k))
     assert memo.answer(0, _returns("recomputed")) == "recomputed"  # the oldest was evicted
+
+
+def test_an_answer_over_newer_data_replaces_the_older_one() -> None:
+    """Superseded data never comes back: one answer per request, not one per data version."""
+    memo = PlanMemo()
+    for version in range(50):
+        assert memo.answer("k", _returns(version), version=version) == version
+    assert len(memo._answers) == 1
+    assert memo.answer("k", _returns("again"), version=49) == 49  # the newest is memoised
+    assert memo.answer("k", _returns("older"), version=3) == "older"  # an old one is not

@@ -170,3 +170,26 @@ class Run(Base):
     report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
     key: Mapped[str] = mapped_column(String(128))
     created_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class StoredEmpiricalModel(Base):
+    """An empirical model fitted to stored runs and saved under a name (``save_as``).
+
+    ``model`` is :meth:`ppe.empirical.model.EmpiricalModel.to_dict`; ``fixed`` the parameters
+    every run held at one value (a prediction keeps them there); ``type`` the fitted type
+    (``search``, ``cubic``...) and ``requested_type`` what was asked (``unknown`` picks one).
+    """
+
+    __tablename__ = "empirical_models"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)
+    app: Mapped[str] = mapped_column(String(128))
+    kernel: Mapped[str] = mapped_column(String(255))
+    metric: Mapped[str] = mapped_column(String(64))
+    system: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    type: Mapped[str] = mapped_column(String(32))
+    requested_type: Mapped[str] = mapped_column(String(32))
+    fixed: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    model: Mapped[dict[str, Any]] = mapped_column()
+    n_points: Mapped[int] = mapped_column(Integer)
+    fitted_at: Mapped[float] = mapped_column(Float, default=_now)

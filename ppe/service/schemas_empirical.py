@@ -1,0 +1,218 @@
+"""Schemas of empirical models over the run store (``/api/v1/models/empirical``) and of kernel
+coupling (``/api/v1/coupling``).  The answers are :meth:`ppe.empirical.report.Fit.report` and
+:meth:`ppe.empirical.coupling_runs.CouplingReport.to_dict`, typed here for the contract."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from ppe.empirical.coupling_runs import TOLERANCE
+from ppe.empirical.runs import DEFAULT_KERNEL, DEFAULT_METRIC
+from ppe.service.schemas import ModelName, ParamName, Params
+from ppe.service.schemas_runs import KernelName, MetricName, SystemName
+
+#: ``ppe.empirical.report.FIT_TYPES``, spelt out for the schema (a test keeps them equal).
+FitType = Literal[
+    "search",
+    "linear",
+    "quadratic",
+    "cubic",
+    "poly4",
+    "poly5",
+    "poly6",
+    "inverse_linear",
+    "inverse_quadratic",
+    "inverse_cubic",
+    "inverse_poly4",
+    "inverse_poly5",
+    "inverse_poly6",
+    "unknown",
+]
+#: Prediction points per fit.
+MAX_PREDICT = 100
+#: Kernels of one coupling loop.
+MAX_LOOP = 64
+
+
+class EmpiricalFitIn(BaseModel):
+    """Which stored runs to fit (one series: app, kernel, metric, system) and how."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {
+                    "app": "numpy",
+                    "kernel": "matmul",
+                    "type": "search",
+                    "predict": [{"n": 4096}],
+                    "save_as": "matmul-time",
+                }
+            ]
+        },
+    )
+    app: ModelName
+    kernel: KernelName = DEFAULT_KERNEL
+    metric: MetricName = DEFAULT_METRIC
+    system: SystemName | None = Field(
+        default=None, description="the runs' system; null: any, if the runs name only one"
+    )
+    type: FitType = Field(
+        default="search",
+        description="search (normal form, cross-validated), one of Prophecy's 12 graph types, "
+        "or unknown (Prophecy's least residual norm)",
+    )
+    x: ParamName | None = Field(
+        default=None,
+        description="fit over this parameter alone (the others must be held fixed); "
+        "default: every parameter that varies (Prophecy's types: the one that varies)",
+    )
+    predict: Annotated[list[Params], Field(max_length=MAX_PREDICT)] = Field(
+        default_factory=list,
+        description=f"points to predict at, e.g. {{'n': 1200, 'p': 8}}; at most {MAX_PREDICT}",
+    )
+    save_as: ModelName | None = Field(
+        default=None, description="store the fitted model under this (unused) name"
+    )
+
+
+class CoefficientOut(BaseModel):
+    term: str = Field(description="'1' for the constant, else e.g. 'n^2 * log2(n)'")
+    value: float
+
+
+class PredictionOut(BaseModel):
+    point: dict[str, float] = Field(description="every parameter, the fixed ones included")
+    mean: float
+    std: float | None = Field(description="std of a new run; null without degrees of freedom")
+    interval: list[float] | None = Field(
+        description="[low, high]: the central `confidence` interval of a new run"
+    )
+    confidence: float
+    extrapolated: bool = Field(description="outside the measured range of some parameter")
+
+
+class EmpiricalFitOut(BaseModel):
+    """A fitted model: formula, type, cross-validated error, coefficients, predictions."""
+
+    model: str = Field(description="the formula, e.g. '0.5 + 1.2e-09 * n^3'")
+    type: str = Field(description="the fitted type (unknown picks a graph type)")
+    requested_type: FitType
+    cv_error: float | None = Field(
+        description="mean leave-one-point-out error relative to the measured mean"
+    )
+    app: str
+    kernel: str
+    metric: str
+    system: str | None
+    params: list[str] = Field(description="the parameters the model varies")
+    fixed: dict[str, float] = Field(description="parameters every run held at one value")
+    ranges: dict[str, list[float]] = Field(description="measured [min, max] per parameter")
+    coefficients: list[CoefficientOut]
+    residual_norm: float
+    noise: Literal["relative", "absolute"]
+    sigma: float = Field(description="run noise: coefficient of variation (relative) or std")
+    dof: int
+    n_points: int
+    n_obs: int
+    predictions: list[PredictionOut]
+
+
+class EmpiricalFitted(EmpiricalFitOut):
+    saved_as: str | None = Field(default=None, description="the name it was stored under")
+
+
+class StoredEmpiricalSummary(BaseModel):
+    name: str
+    app: str
+    kernel: str
+    metric: str
+    system: str | None
+    type: str
+    requested_type: str
+    model: str
+    cv_error: float | None
+    n_points: int
+    fitted_at: float = Field(description="unix seconds")
+
+
+class StoredEmpiricalOut(EmpiricalFitOut):
+    """A stored model; ``predictions`` holds the prediction at the query's point, if any."""
+
+    name: str
+    fitted_at: float = Field(description="unix seconds")
+    definition: dict[str, Any] = Field(description="the model as stored (EmpiricalModel JSON)")
+
+
+# ---------------------------------------------------------------------------- coupling
+
+
+class CouplingIn(BaseModel):
+    """A loop of kernels; runs of kernel 'A' are A alone, of kernel 'A+B' the pair."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"app": "sor", "kernels": ["red", "black", "halo"]}]},
+    )
+    app: ModelName
+    kernels: Annotated[list[KernelName], Field(min_length=2, max_length=MAX_LOOP)]
+    metric: MetricName = DEFAULT_METRIC
+    system: SystemName | None = None
+    params: Params | None = Field(
+        default=None, description="only runs with these parameter values (e.g. {'p': 2})"
+    )
+    tolerance: float = Field(
+        default=TOLERANCE,
+        gt=0,
+        lt=1,
+        allow_inf_nan=False,
+        description="relative spread across inputs under which couplings are reusable",
+    )
+
+
+class PairCouplingOut(BaseModel):
+    pair: list[str]
+    kernel: str = Field(description="the pair's run kernel name, 'A+B'")
+    value: float = Field(description="C_AB = P_AB / (P_A + P_B), mean over the inputs")
+    range: list[float]
+    spread: float | None = Field(description="(max - min) / mean across inputs; null: one input")
+
+
+class IsocouplingOut(BaseModel):
+    stable: bool | None = Field(description="null when measured at one input only")
+    tolerance: float
+    unstable: list[list[str]]
+    message: str
+
+
+class InputPairOut(BaseModel):
+    pair: list[str]
+    value: float
+    time: float = Field(description="P_AB: mean time of the pair's runs")
+
+
+class InputCouplingOut(BaseModel):
+    point: dict[str, float]
+    couplings: list[InputPairOut]
+    coefficients: dict[str, float]
+
+
+class SkippedInputOut(BaseModel):
+    point: dict[str, float]
+    reason: str
+
+
+class CouplingOut(BaseModel):
+    app: str
+    metric: str
+    system: str | None
+    kernels: list[str]
+    couplings: list[PairCouplingOut]
+    coefficients: dict[str, float] = Field(
+        description="each kernel's coefficient (psi, zeta, kappa...), mean over the inputs"
+    )
+    isocoupling: IsocouplingOut
+    inputs: list[InputCouplingOut]
+    skipped: list[SkippedInputOut] = Field(description="inputs lacking a kernel or pair run")
