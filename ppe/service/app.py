@@ -13,7 +13,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from ppe import __version__
+from ppe.service.accuracy import LiveCollector
 from ppe.service.api import (
+    accuracy,
     empirical,
     forecasts,
     health,
@@ -89,12 +91,13 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             sessions=sessions,
             tokens=TokenCache(),
             forecasts=forecasts,
-            index=IndexCache(),
+            index=IndexCache(calibration_min_runs=settings.calibration_min_runs),
             plan_memo=PlanMemo(),
             replays=ReplayRunner(sessions),
             planning=CapacityLimiter(max(1, settings.planning_threads)),
         )
         app.state.services = services
+        metrics.watch(LiveCollector(sessions))
         # Every worker runs one; a store lock lets only one of them work each round.
         retention = RetentionTask(engine, settings.retention).start()
         app.state.retention = retention
@@ -129,6 +132,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runs,
         empirical,
         templates,
+        accuracy,
     ):
         api.include_router(module.router)
     app.include_router(health.router)

@@ -145,6 +145,9 @@ class Settings:
     trace_max_bytes: int = 50 * 2**20
     trace_max_rows: int = 1_000_000
     trace_max_total_rows: int = 5_000_000
+    # Completed runs a host needs before planning uses the benchmark calibrated from them in
+    # place of a missing one (ppe.service.calibration).
+    calibration_min_runs: int = 3
     # What the store keeps, and how often each server trims it (store.retention).
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
@@ -179,4 +182,5 @@ _INT_ENV = {
     "trace_max_bytes": "PPE_TRACE_MAX_BYTES",
     "trace_max_rows": "PPE_TRACE_MAX_ROWS",
     "trace_max_total_rows": "PPE_TRACE_MAX_TOTAL_ROWS",
+    "calibration_min_runs": "PPE_CALIBRATION_MIN_RUNS",
 }

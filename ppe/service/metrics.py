@@ -3,6 +3,8 @@
 With several workers (`ppe serve --workers N`) each is its own process: the CLI then points
 prometheus-client's multiprocess mode at a fresh directory (`PROMETHEUS_MULTIPROC_DIR`), every
 worker writes its counters there, and a scrape answered by any worker adds them all up.
+Figures that are functions of the store (live accuracy, runs reported) are not kept per worker:
+collectors registered with :meth:`Metrics.watch` compute them at scrape time in every mode.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
 
 MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 
@@ -21,6 +24,8 @@ MULTIPROC_ENV = "PROMETHEUS_MULTIPROC_DIR"
 @dataclass
 class Metrics:
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    #: scrape-time collectors (see :meth:`watch`)
+    watched: list[Collector] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         r = self.registry
@@ -46,11 +51,22 @@ class Metrics:
         self.schedules = Counter("ppe_schedules", "Schedules served", ["strategy"], registry=r)
         self.predictions = Counter("ppe_predictions", "Predictions served", registry=r)
 
+    def watch(self, collector: Collector) -> None:
+        """Add a collector that reads its figures at scrape time (the same in every worker);
+        it replaces one of the same class (an app's lifespan may run again)."""
+        for old in [c for c in self.watched if type(c) is type(collector)]:
+            self.watched.remove(old)
+            self.registry.unregister(old)
+        self.watched.append(collector)
+        self.registry.register(collector)
+
     def render(self) -> bytes:
         """This worker's registry, or every worker's when the service runs several."""
         if os.environ.get(MULTIPROC_ENV):
             merged = CollectorRegistry()
             MultiProcessCollector(merged)
+            for collector in self.watched:
+                merged.register(collector)
             return generate_latest(merged)
         return generate_latest(self.registry)
 

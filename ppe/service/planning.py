@@ -13,7 +13,7 @@ import math
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +41,7 @@ from ppe.pipeline import (
     total_rows,
 )
 from ppe.service import models_registry
+from ppe.service.calibration import DEFAULT_MIN_RUNS, HostCalibration, host_calibration, note
 from ppe.service.forecasts import ForecastCache, age_at
 from ppe.service.plan_memo import Answer, PlanMemo
 from ppe.service.schemas import PredictionRequest, ScheduleRequest
@@ -77,6 +78,8 @@ class SeriesIndex:
     bandwidth: dict[tuple[str, str], int]
     latency: dict[tuple[str, str], int]
     properties: dict[str, dict[str, Any]]
+    #: hosts registered without a benchmark: what their reported runs say instead
+    calibrated: dict[str, HostCalibration] = field(default_factory=dict)
 
     def series_ids(self) -> list[int]:
         return [*self.cpu.values(), *self.bandwidth.values(), *self.latency.values()]
@@ -97,7 +100,11 @@ def host_specs(hosts: Sequence[Any], field: str = "hosts") -> list[HostSpec]:
     return specs
 
 
-def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
+def index_series(
+    session: Session, names: Sequence[str], calibration_min_runs: int | None = None
+) -> SeriesIndex:
+    """The hosts' series and properties; with ``calibration_min_runs``, also the calibrated
+    benchmark of every host registered without one."""
     r, s = Resource.__table__.c, Series.__table__.c
     # Core on the session's connection: plain rows, none of the ORM's result machinery (a
     # memoised schedule spends a good part of its time here otherwise).
@@ -126,6 +133,10 @@ def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
     no_cpu = [n for n in names if n not in idx.cpu]
     if no_cpu:
         raise PlanningError(409, f"no cpu measurements yet for: {', '.join(no_cpu)}", "hosts")
+    if calibration_min_runs is not None:
+        for name in names:
+            if idx.properties[name].get("benchmark") is None:
+                idx.calibrated[name] = host_calibration(session, name, None, calibration_min_runs)
     return idx
 
 
@@ -137,8 +148,14 @@ class IndexCache:
     Unknown hosts are never cached (the store is asked again next time).
     """
 
-    def __init__(self, fresh_s: float = 1.0, size: int = 256) -> None:
+    def __init__(
+        self,
+        fresh_s: float = 1.0,
+        size: int = 256,
+        calibration_min_runs: int | None = DEFAULT_MIN_RUNS,
+    ) -> None:
         self.fresh_s = fresh_s
+        self.calibration_min_runs = calibration_min_runs
         self._entries: LRUCache[tuple[str, ...], tuple[SeriesIndex, float]] = LRUCache(size)
         self._lock = threading.Lock()
 
@@ -148,7 +165,7 @@ class IndexCache:
             hit = self._entries.get(key)
         if hit is not None and now - hit[1] < self.fresh_s:
             return hit[0]
-        idx = index_series(session, names)
+        idx = index_series(session, names, self.calibration_min_runs)
         with self._lock:
             self._entries[key] = (idx, now)
         return idx
@@ -158,19 +175,52 @@ class IndexCache:
             self._entries.clear()
 
 
+def _calibrated(idx: SeriesIndex, name: str) -> HostCalibration | None:
+    """The host's calibration when there are enough runs behind it to plan with."""
+    cal = idx.calibrated.get(name)
+    return cal if cal is not None and cal.enough else None
+
+
+def benchmark_of(spec: HostSpec, idx: SeriesIndex) -> float:
+    """The request's benchmark first, then the registered one, then the one calibrated from
+    the host's reported runs (``Settings.calibration_min_runs`` of them at least)."""
+    if spec.benchmark is not None:
+        return float(spec.benchmark)
+    registered = idx.properties.get(spec.name, {}).get("benchmark")
+    if registered is not None:
+        return float(registered)
+    cal = _calibrated(idx, spec.name)
+    if cal is not None and cal.calibration is not None:
+        return cal.calibration.benchmark
+    known = idx.calibrated.get(spec.name)
+    have = 0 if known is None or known.calibration is None else len(known.calibration.runs)
+    need = known.min_runs if known is not None else DEFAULT_MIN_RUNS
+    raise PlanningError(
+        422,
+        f"host {spec.name!r} has no benchmark: give it in the request, register it with "
+        f"PUT /api/v1/resources/{spec.name}, or let ppe-sor report {need} runs on it with "
+        f"its sensor running ({have} usable so far)",
+        "hosts",
+    )
+
+
+def benchmark_notes(specs: Sequence[HostSpec], idx: SeriesIndex) -> tuple[str, ...]:
+    """One warning per host planned with a calibrated benchmark: say so, and from what."""
+    out = []
+    for s in specs:
+        if s.benchmark is None and idx.properties.get(s.name, {}).get("benchmark") is None:
+            cal = _calibrated(idx, s.name)
+            if cal is not None:
+                out.append(note(cal))
+    return tuple(out)
+
+
 def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostMeta]:
-    """Benchmarks from the request or the registry; memory bounds a strip (no spilling)."""
+    """Benchmarks (see `benchmark_of`); memory bounds a strip (no spilling)."""
     out = []
     for s in specs:
         props = idx.properties.get(s.name, {})
-        bench = s.benchmark if s.benchmark is not None else props.get("benchmark")
-        if bench is None:
-            raise PlanningError(
-                422,
-                f"host {s.name!r} has no benchmark: give it in the request or register it "
-                f"with PUT /api/v1/resources/{s.name}",
-                "hosts",
-            )
+        bench = benchmark_of(s, idx)
         max_rows = s.max_rows
         memory = props.get("memory_bytes")
         if memory and n > 0:
@@ -323,6 +373,8 @@ class Prepared:
     model: CompiledModel
     hosts: list[HostMeta]
     forecasts_for: StoreForecasts
+    #: what the caller should know about the hosts' figures (a calibrated benchmark)
+    notes: tuple[str, ...] = ()
 
 
 def prepare(
@@ -361,7 +413,7 @@ def prepare(
         default_bandwidth=default_bandwidth,
         default_latency=default_latency,
     )
-    return Prepared(compiled, host_meta(specs, idx, n), forecasts_for)
+    return Prepared(compiled, host_meta(specs, idx, n), forecasts_for, benchmark_notes(specs, idx))
 
 
 def predict(
@@ -442,7 +494,12 @@ def schedule(
     key = (
         None
         if version is None
-        else (inputs.model.digest, body.model_dump_json(exclude={"hosts"}), tuple(inputs.hosts))
+        else (
+            inputs.model.digest,
+            body.model_dump_json(exclude={"hosts"}),
+            tuple(inputs.hosts),
+            inputs.notes,  # the same figures from another source say so in the warnings
+        )
     )
     return memo.answer(key, lambda: _plan(body, inputs, memo), version)
 
@@ -521,7 +578,7 @@ def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
         ],
         makespan=result.makespan.to_dict(c),
         replan=verdict,
-        warnings=(*left_out, *result.warnings),
+        warnings=(*inputs.notes, *left_out, *result.warnings),
     )
 
 

@@ -111,6 +111,11 @@ def test_a_run_follows_its_schedule_and_is_reported(service: Service) -> None:
     assert report["strategy"] == "conservative" and report["checksum_ok"] is True
     assert [r["iterations"] for r in report["ranks"]] == [30, 30]
     assert report["rows"]["initial"] == served_rows
+    # The timed window: what the service reads the hosts' CPU availability over.
+    assert report["finished_at"] - report["started_at"] == pytest.approx(s["total_s"])
+    for r in report["ranks"]:
+        seg = r["segments"][0]
+        assert report["started_at"] <= seg["start"] < seg["end"] <= report["finished_at"] + 1
 
 
 def test_block_strategy_asks_for_no_schedule_but_is_reported(service: Service) -> None:

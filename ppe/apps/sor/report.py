@@ -52,7 +52,11 @@ def rank_entry(stats: RankStats) -> dict[str, Any]:
     }
 
 
-def _details(setup: RunSetup, progress: Progress, ranks: Sequence[RankStats]) -> dict[str, Any]:
+def _details(
+    setup: RunSetup, progress: Progress, ranks: Sequence[RankStats], finished: float | None
+) -> dict[str, Any]:
+    """``started_at``/``finished_at`` (unix s, the ranks' clock) bound the timed part of the run:
+    the service reads the hosts' CPU availability over that window (calibration)."""
     return {
         "strategy": setup.strategy,
         "k": setup.k,
@@ -61,6 +65,8 @@ def _details(setup: RunSetup, progress: Progress, ranks: Sequence[RankStats]) ->
         "tolerance": setup.tolerance,
         "iterations_requested": setup.iterations,
         "iterations_done": progress.done,
+        "started_at": progress.started,
+        "finished_at": finished,
         "predicted": None if progress.plan is None else progress.plan.makespan,
         "rows": {"initial": progress.initial_split, "final": progress.split},
         "replans": progress.replans,
@@ -75,7 +81,8 @@ def _params(setup: RunSetup, progress: Progress) -> dict[str, float]:
 
 def completed(setup: RunSetup, outcome: Outcome) -> RunReport:
     p = outcome.progress
-    report = _details(setup, p, outcome.ranks)
+    finished = None if p.started is None else p.started + outcome.total_s
+    report = _details(setup, p, outcome.ranks, finished)
     report.update(
         residual=outcome.residual, checksum=outcome.checksum, checksum_ok=outcome.checksum_ok
     )
@@ -95,7 +102,7 @@ def failed(
     setup: RunSetup, progress: Progress, mine: RankStats, error: str, at: float
 ) -> RunReport:
     """A run that stopped half-way: what rank 0 knows, the time until ``at``, the error."""
-    report = _details(setup, progress, [mine])
+    report = _details(setup, progress, [mine], at if progress.started is not None else None)
     report["error"] = error
     elapsed = 0.0 if progress.started is None else max(0.0, at - progress.started)
     return RunReport(

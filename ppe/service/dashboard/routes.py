@@ -1,4 +1,4 @@
-"""Dashboard pages at `/`: login, overview, host, schedule playground, replays, models.
+"""Dashboard pages at `/`: login, overview, host, schedule playground, replays, runs, models.
 
 The pages are Jinja2 templates that carry no data of their own: their plain JavaScript fetches the
 same `/api/v1` JSON that applications get, authenticated by the HttpOnly `ppe_token` cookie set at
@@ -163,6 +163,12 @@ def models_page(request: Request) -> Response:
     return _page(
         request, "models_page.html", page="models", title="Models", data_path=MODELS_DATA_PATH
     )
+
+
+@router.api_route("/runs", methods=PAGE_METHODS, response_class=HTMLResponse)
+def runs(request: Request) -> Response:
+    """Reported runs against their served intervals, and the live accuracy per strategy."""
+    return _page(request, "runs.html", page="runs", title="Runs")
 
 
 def _login_page(

@@ -254,6 +254,36 @@
     }));
   }
 
+  /* ---- benchmark calibrated from reported runs ---- */
+  function perElement(x) { return P.finite(x) ? x.toExponential(3) + " s" : P.DASH; }
+  async function renderCalibration() {
+    const dl = $("#calibration");
+    let c;
+    try { c = await P.api("/resources/" + hostPath + "/calibration"); } catch (e) {
+      if (e.status === 401) throw e;
+      dl.replaceChildren(h("dt", {}, "Status"), h("dd", {}, "Calibration unavailable: " + e.message));
+      return;
+    }
+    const cal = c.calibrated;
+    const verdict = c.agrees === false
+      ? h("span", { class: "verdict bad" }, "differs: the configured value is outside the calibrated interval — check it")
+      : c.agrees === true ? h("span", { class: "verdict ok" }, "agrees with the runs")
+        : h("span", { class: "verdict" }, cal ? "nothing configured to compare" : "no usable runs yet");
+    const used = c.used_by_planning === "calibrated" ? "the calibrated value"
+      : c.used_by_planning === "configured" ? "the configured value"
+        : "none: schedules over this host need a benchmark (" + c.min_runs + " runs calibrate one)";
+    const rows = [
+      ["Configured", perElement(c.configured)],
+      ["Calibrated", cal ? perElement(cal.benchmark) + (P.finite(cal.std_error) ? " ± " + perElement(cal.std_error) + " (standard error)" : "") : P.DASH],
+      ["Interval", cal && cal.interval ? Math.round(cal.confidence * 100) + " %: " + perElement(cal.interval[0]) + " – " + perElement(cal.interval[1]) : P.DASH],
+      ["From", (cal ? cal.runs.length : 0) + " of " + c.runs_read + " reported runs" + (c.unusable_runs ? " (" + c.unusable_runs + " without cpu samples over their time)" : "")],
+      ["Verdict", verdict],
+      ["Planning uses", used],
+      ["Link bandwidth", c.bandwidth.reason],
+    ];
+    dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+  }
+
   async function load() {
     try { resource = await P.api("/resources/" + hostPath); } catch (e) { e.unknownHost = e.status === 404; throw e; }
     fillSeriesSelect();
@@ -275,6 +305,7 @@
     drawDistribution(metric, hist || { values: [] }, base);
     drawBattery(metric, hist, base);
     await renderLinks();
+    await renderCalibration();
     if (failed) throw failed.reason;
     P.liveStatus(true, "Updated " + new Date().toLocaleTimeString());
   }
