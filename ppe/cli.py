@@ -456,7 +456,7 @@ def _api_checks(located: Sequence[Located]) -> list[str]:
     """What the API's schema says about each run read (names, bounds), where it was read."""
     from pydantic import ValidationError
 
-    from ppe.service.api.runs import batch_problems
+    from ppe.service.errors import problems_of
     from ppe.service.schemas_runs import RunIn
 
     out: list[str] = []
@@ -464,7 +464,7 @@ def _api_checks(located: Sequence[Located]) -> list[str]:
         try:
             RunIn.of(loc.record)
         except ValidationError as exc:
-            out.extend(f"{loc.where}: {p.field}: {p.reason}" for p in batch_problems(exc.errors()))
+            out.extend(f"{loc.where}: {p.field}: {p.reason}" for p in problems_of(exc.errors()))
     return out
 
 

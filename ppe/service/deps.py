@@ -9,6 +9,7 @@ read on the schedule route, which serves hundreds of requests a second.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Annotated, TypeVar
 
@@ -53,20 +54,31 @@ def services_of(request: Request) -> Services:
     return services
 
 
-def commit(session: Session) -> None:
-    """Commit, or answer 409 when the write lost a race on a unique key (a name another request
-    took meanwhile): nothing of this request is stored, and the client is told so."""
+#: What a client is told when its write lost a race (see :func:`write_race_is_conflict`).
+LOST_RACE = (
+    "conflict: another request stored the same key (e.g. a name) at the same time; "
+    "nothing was stored, retry"
+)
+
+
+@contextmanager
+def write_race_is_conflict(session: Session, reason: str = LOST_RACE) -> Iterator[None]:
+    """Answer 409 when the writes inside lost a race on a unique key (a name another request
+    took meanwhile) or, on SQLite, to another writer: rolled back, nothing of this request is
+    stored, and the client is told so."""
     try:
-        session.commit()
+        yield
     except (IntegrityError, OperationalError) as exc:
         if isinstance(exc, OperationalError) and not _lost_write_race(exc):
             raise
         session.rollback()
-        reason = (
-            "conflict: another request stored the same key (e.g. a name) at the same time; "
-            "nothing was stored, retry"
-        )
         raise HTTPException(409, [Problem(reason=reason).model_dump()]) from exc
+
+
+def commit(session: Session) -> None:
+    """Commit, or 409 when the write lost a race (:func:`write_race_is_conflict`)."""
+    with write_race_is_conflict(session):
+        session.commit()
 
 
 def _lost_write_race(exc: OperationalError) -> bool:

@@ -14,7 +14,7 @@ in the same shape whichever router a route is on.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterator, Sequence
+from collections.abc import Callable, Coroutine, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -75,12 +75,17 @@ def problem(status: int, reason: str, field: str | None = None) -> HTTPException
     return HTTPException(status, [Problem(field=field, reason=reason).model_dump()])
 
 
+#: Bodies that are batches (``{"measurements": [...]}``, ``{"runs": [...]}``): a problem names
+#: the item by its index and the field relative to that item.
+BATCH_FIELDS = frozenset({"measurements", "runs"})
+
+
 def _where(loc: Sequence[str | int]) -> tuple[int | None, str | None]:
-    """(batch index, field) of a pydantic location: a measurement's fields are named relative
+    """(batch index, field) of a pydantic location: a batch item's fields are named relative
     to the item its index gives; other positions are written into the field ('hosts[2].name')."""
     parts = list(loc[1:] if loc and loc[0] == "body" else loc)
     index = None
-    if len(parts) >= 2 and parts[0] == "measurements" and isinstance(parts[1], int):
+    if len(parts) >= 2 and parts[0] in BATCH_FIELDS and isinstance(parts[1], int):
         index, parts = parts[1], parts[2:]
     field = ""
     for p in parts:
@@ -92,8 +97,13 @@ def _where(loc: Sequence[str | int]) -> tuple[int | None, str | None]:
 
 def validation_problems(exc: RequestValidationError) -> list[Problem]:
     """Pydantic's errors as Problems; malformed JSON gives its character offset, not an index."""
+    return problems_of(exc.errors())
+
+
+def problems_of(errors: Sequence[Mapping[str, Any]]) -> list[Problem]:
+    """Pydantic's error list (a request's, or a model validated elsewhere) as Problems."""
     problems = []
-    for err in exc.errors():
+    for err in errors:
         loc = tuple(err.get("loc", ()))
         if err.get("type") == "json_invalid":
             offset = next((p for p in reversed(loc) if isinstance(p, int)), None)

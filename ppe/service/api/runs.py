@@ -7,25 +7,21 @@ run). A run may name the schedule it followed, which must be one the service ser
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Annotated, Any
+from collections.abc import Sequence
+from typing import Annotated
 
-from fastapi import APIRouter, Depends, Query, Request, Response, status
-from fastapi.exceptions import RequestValidationError
+from fastapi import APIRouter, Depends, Query, status
 from fastapi.responses import JSONResponse
-from fastapi.routing import APIRoute
-from sqlalchemy.exc import IntegrityError, OperationalError
 
 from ppe.empirical.runs import RunProblem
 from ppe.service.auth import APP_USE, READ, require
-from ppe.service.deps import SessionDep, _lost_write_race, commit
+from ppe.service.deps import SessionDep, commit, write_race_is_conflict
 from ppe.service.errors import (
     CONFLICT,
     NOT_FOUND,
     ROUTER_RESPONSES,
     ProblemRoute,
     problem,
-    validation_problems,
 )
 from ppe.service.schemas import IdPath, ModelName, Problem, ProblemReport
 from ppe.service.schemas_runs import (
@@ -41,52 +37,17 @@ from ppe.service.schemas_runs import (
 from ppe.service.store.models import Run
 from ppe.service.store.runs import RunFilter, StoredRuns, query_runs, store_runs
 
-BATCH_FIELD = "runs"
-
-
-def batch_problems(errors: Sequence[Any]) -> list[Problem]:
-    """Pydantic's errors on a run batch, each naming the run's index and its own field
-    (``{"index": 3, "field": "values[0]"}``), like a measurement batch's."""
-    problems = []
-    for err in errors:
-        loc = list(err.get("loc", ()))
-        if loc[:1] == ["body"]:
-            loc = loc[1:]
-        index = None
-        if len(loc) >= 2 and loc[0] == BATCH_FIELD and isinstance(loc[1], int):
-            index, loc = loc[1], loc[2:]
-        [found] = validation_problems(RequestValidationError([{**err, "loc": ("body", *loc)}]))
-        if index is not None:
-            found.index = index
-        problems.append(found)
-    return problems
+STORE_CHANGED = (
+    "conflict: the store changed meanwhile (another batch, or a linked schedule left the "
+    "served log); nothing was stored, retry"
+)
 
 
 def as_problems(found: Sequence[RunProblem]) -> list[Problem]:
     return [Problem(index=p.index, field=p.field, reason=p.reason) for p in found]
 
 
-class _BatchValidation(APIRoute):
-    """Answers a refused batch with its runs' indexes (ProblemRoute handles the rest)."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route_handler(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except RequestValidationError as exc:
-                report = ProblemReport(detail=batch_problems(exc.errors()))
-                return JSONResponse(report.model_dump(), status_code=422)
-
-        return route_handler
-
-
-class RunsRoute(ProblemRoute, _BatchValidation):
-    pass
-
-
-router = APIRouter(tags=["runs"], route_class=RunsRoute, responses=ROUTER_RESPONSES)
+router = APIRouter(tags=["runs"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
 
 def _refused(found: Sequence[RunProblem]) -> JSONResponse:
@@ -108,19 +69,10 @@ def post_runs(
     _role: Annotated[str, Depends(require(*APP_USE))],
 ) -> RunsStored | JSONResponse:
     """Store measured runs (a run report is a run with a ``report``), all or none."""
-    try:
+    # A linked schedule trimmed by retention since the check, or (SQLite) another writer
+    # committed since this transaction read: like a lost race on a key, a 409.
+    with write_race_is_conflict(session, STORE_CHANGED):
         result = store_runs(session, [run.record() for run in batch.runs])
-    except (IntegrityError, OperationalError) as exc:
-        # A linked schedule trimmed by retention since the check, or (SQLite) another writer
-        # committed since this transaction read: like a lost race on a key, a 409.
-        if isinstance(exc, OperationalError) and not _lost_write_race(exc):
-            raise
-        session.rollback()
-        reason = (
-            "conflict: the store changed meanwhile (another batch, or a linked schedule "
-            "left the served log); nothing was stored, retry"
-        )
-        raise problem(409, reason) from exc
     if not isinstance(result, StoredRuns):
         return _refused(result)
     commit(session)  # acknowledge only what is durable
