@@ -257,8 +257,10 @@ class ForecastCache:
 
         `age_s` of a live forecast is measured against the wall clock, so stale sensors show.
         """
-        fc = self._forecast(series_id, metric, horizon_s, confidence, at)
-        return fc if at is not None else with_age(fc, time.time())
+        if at is not None:
+            return self._forecast_at(series_id, metric, horizon_s, confidence, at)
+        fc = self._live(series_id, metric, horizon_s, confidence)[2][0]
+        return with_age(fc, time.time())
 
     def forecast_input(
         self,
@@ -276,29 +278,15 @@ class ForecastCache:
         from `last_timestamp` (:func:`with_age`)."""
         if at is not None:
             fc = self._forecast_at(series_id, metric, horizon_s, confidence, at)
-            value = from_components(fc.distribution.kind, fc.distribution.components)
-            return fc, value, value.to_dict(confidence)
+            return (fc, *_model_input(fc, confidence))
         h, key, (fc, made) = self._live(series_id, metric, horizon_s, confidence)
         if made is None:
-            value = from_components(fc.distribution.kind, fc.distribution.components)
-            made = (value, value.to_dict(confidence))
+            made = _model_input(fc, confidence)
             with h.lock:
                 current = h.memos.get(key)
                 if current is not None and current[0] is fc:  # else the series moved on
                     h.memos[key] = (fc, made)
         return fc, made[0], made[1]
-
-    def _forecast(
-        self,
-        series_id: int,
-        metric: str,
-        horizon_s: float | None,
-        confidence: float,
-        at: float | None,
-    ) -> SeriesForecast:
-        if at is not None:
-            return self._forecast_at(series_id, metric, horizon_s, confidence, at)
-        return self._live(series_id, metric, horizon_s, confidence)[2][0]
 
     def _forecast_at(
         self, series_id: int, metric: str, horizon_s: float | None, confidence: float, at: float
@@ -336,6 +324,12 @@ class ForecastCache:
                 memo = (fc, None)
                 h.remember(key, memo)
         return h, key, memo
+
+
+def _model_input(fc: SeriesForecast, confidence: float) -> tuple[StochasticValue, dict[str, Any]]:
+    """The forecast's distribution as a model input, and that input's JSON."""
+    value = from_components(fc.distribution.kind, fc.distribution.components)
+    return value, value.to_dict(confidence)
 
 
 def age_at(fc: SeriesForecast, now: float | None) -> float:
