@@ -78,7 +78,8 @@ class SeriesIndex:
     bandwidth: dict[tuple[str, str], int]
     latency: dict[tuple[str, str], int]
     properties: dict[str, dict[str, Any]]
-    #: hosts registered without a benchmark: what their reported runs say instead
+    #: hosts registered without a benchmark that a request left without one: what their
+    #: reported runs say instead (filled by calibrate_missing)
     calibrated: dict[str, HostCalibration] = field(default_factory=dict)
 
     def series_ids(self) -> list[int]:
@@ -100,11 +101,8 @@ def host_specs(hosts: Sequence[Any], field: str = "hosts") -> list[HostSpec]:
     return specs
 
 
-def index_series(
-    session: Session, names: Sequence[str], calibration_min_runs: int | None = None
-) -> SeriesIndex:
-    """The hosts' series and properties; with ``calibration_min_runs``, also the calibrated
-    benchmark of every host registered without one."""
+def index_series(session: Session, names: Sequence[str]) -> SeriesIndex:
+    """The hosts' series and properties."""
     r, s = Resource.__table__.c, Series.__table__.c
     # Core on the session's connection: plain rows, none of the ORM's result machinery (a
     # memoised schedule spends a good part of its time here otherwise).
@@ -133,11 +131,17 @@ def index_series(
     no_cpu = [n for n in names if n not in idx.cpu]
     if no_cpu:
         raise PlanningError(409, f"no cpu measurements yet for: {', '.join(no_cpu)}", "hosts")
-    if calibration_min_runs is not None:
-        for name in names:
-            if idx.properties[name].get("benchmark") is None:
-                idx.calibrated[name] = host_calibration(session, name, None, calibration_min_runs)
     return idx
+
+
+def calibrate_missing(
+    session: Session, idx: SeriesIndex, names: Sequence[str], min_runs: int
+) -> None:
+    """The calibrated benchmark of each of ``names`` registered without one, read from its
+    reported runs once per index entry: only hosts a request gives no benchmark for need it."""
+    for name in names:
+        if name not in idx.calibrated and idx.properties[name].get("benchmark") is None:
+            idx.calibrated[name] = host_calibration(session, name, None, min_runs)
 
 
 class IndexCache:
@@ -165,7 +169,7 @@ class IndexCache:
             hit = self._entries.get(key)
         if hit is not None and now - hit[1] < self.fresh_s:
             return hit[0]
-        idx = index_series(session, names, self.calibration_min_runs)
+        idx = index_series(session, names)
         with self._lock:
             self._entries[key] = (idx, now)
         return idx
@@ -403,6 +407,9 @@ def prepare(
         raise PlanningError(422, str(exc).strip("'\""), model_field) from exc
     names = [s.name for s in specs]
     idx = index.get(session, names)
+    if index.calibration_min_runs is not None:
+        unbenchmarked = [s.name for s in specs if s.benchmark is None]
+        calibrate_missing(session, idx, unbenchmarked, index.calibration_min_runs)
     release(session)
     forecasts_for = StoreForecasts(
         cache,
