@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable, MutableMapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
-from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_horizon
+from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_horizon, widened
 from forecaster.batch import batch_forecasts
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, fit_distribution
@@ -34,6 +34,9 @@ class SeriesForecast:
     interval from the winner's recent residuals. ``distribution``: the average over ``horizon_s``
     (one sample's spacing when no horizon was asked); ``mean``, ``std``, ``interval`` are its
     summary. Everything is clipped to ``bounds`` when given (components are left as fitted).
+    The distribution's ``support`` (independent analogues behind a horizon forecast) and
+    ``fallback`` (``"blend"``/``"unconditional"`` when they were too few) are part of the
+    forecast's quality of information, as ``n``, ``mse`` and ``age_s`` are.
     """
 
     value: float
@@ -76,6 +79,8 @@ class SeriesForecast:
             "age_s": self.age_s,
             "last_timestamp": self.last_timestamp,
             "horizon_s": self.horizon_s,
+            "support": self.distribution.support,
+            "fallback": self.distribution.fallback,
         }
 
 
@@ -230,4 +235,10 @@ def series_distribution(
         dist = analog_horizon(ts, xs, end, horizon_s, analog)
         if dist is not None:
             return dist
-    return horizon_distribution(ts, xs, horizon_s, end, lookback_s=lookback_s, options=fit_options)
+    dist = horizon_distribution(ts, xs, horizon_s, end, lookback_s=lookback_s, options=fit_options)
+    if analog is None or analog.min_support <= 0:
+        return replace(dist, support=0, fallback="unconditional")
+    # Analogues were asked for but no window of the horizon is complete: the recent values
+    # say what the host did, not what it does over a whole horizon (at most one window).
+    seen = xs[ts >= end - analog.lookback_s]
+    return widened(dist, 1, (float(seen.min()), float(seen.max())), analog)

@@ -57,6 +57,10 @@ class Distribution:
     multimode: bool
     n: int
     bic: dict[int, float] = field(default_factory=dict)
+    #: Horizon fits by analogues: how many analogues of the present had the whole horizon after
+    #: them, and whether the fit fell back ("blend", "unconditional") for want of them.
+    support: int | None = None
+    fallback: str | None = None
 
     def cdf(self, x: float | FloatArray) -> FloatArray:
         xs = np.asarray(x, dtype=np.float64)

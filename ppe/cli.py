@@ -39,6 +39,8 @@ DELEGATED = {
     "replay": ("ppe.replay.cli", "replay recorded load traces through the pipeline"),
     "forecast-eval": ("ppe.evaluation.forecast_eval", "score the forecaster on load traces"),
     "loadgen": ("sensors.loadgen", "burn CPU on a core following a recorded trace's usage"),
+    "profile": ("sensors.profile", "measure this machine's PMaC profile (docs/pmac.md)"),
+    "convolve": ("ppe.convolve_cli", "predict a kernel's time on a host: signature x profile"),
 }
 
 

@@ -6,13 +6,23 @@ a short active probe -- a busy loop whose achieved CPU share is timed -- taken a
 The passive reading cannot see priorities, cgroup quotas or hypervisor steal the way a real
 process does; the probe can, so the difference between the two at probe time (the bias) is
 carried forward onto the passive readings until the next probe.
+
+While an application PPE schedules runs on the measured CPUs (its command line matches
+``APP_PATTERN``, e.g. ``ppe-sor``'s ranks), both readings would count the application as its
+own competitor: a rank sharing a core with one busy process gets 1/2 of it, but the run queue
+says a new process would get 1/3. The application is then the probe: what its processes
+achieved, plus the idle time they left, is the availability reported (no probe is taken and
+the bias is left alone). Measured on ppe-sor under ``ppe loadgen``: without this, availability
+during runs read about half of what the ranks got, so runs were predicted ~2.5x too slow and
+benchmarks calibrated from them came out 50 % low (docs/sor.md).
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -92,6 +102,80 @@ class ProcStatReader:
         return float(psutil.getloadavg()[0])  # NWS's "uptime" sensor where there is no vmstat
 
 
+#: Command lines of the application processes PPE schedules (ppe-sor's MPI ranks).
+APP_PATTERN = r"ppe[.]apps[.]sor|ppe-sor"
+#: Share of the window an application must have run for its own share to be the reading.
+APP_MIN_SHARE = 0.05
+
+
+class AppReader(Protocol):
+    def usage(self) -> Mapping[int, tuple[float, float]]:
+        """pid -> (start time, CPU seconds so far) of the application's processes that may run
+        on the measured CPUs."""
+        ...
+
+
+class AppProcesses:
+    """The application's processes on the measured CPUs, found by command line (psutil)."""
+
+    def __init__(self, cpus: frozenset[int], pattern: str = APP_PATTERN) -> None:
+        self.cpus = cpus
+        self.pattern = re.compile(pattern)
+        self._seen: dict[tuple[int, float], bool] = {}  # (pid, start) -> its command matches
+
+    def _ours(self, proc: psutil.Process) -> bool:
+        key = (proc.pid, proc.create_time())
+        if key not in self._seen:
+            command = " ".join(proc.cmdline())
+            self._seen[key] = proc.pid != os.getpid() and bool(self.pattern.search(command))
+        if not self._seen[key]:
+            return False
+        # pinned within our CPUs (checked each time: ranks pin themselves after starting up);
+        # an unpinned process may run anywhere, and what it got here cannot be told apart
+        return not hasattr(proc, "cpu_affinity") or set(proc.cpu_affinity()) <= self.cpus
+
+    def usage(self) -> dict[int, tuple[float, float]]:
+        out: dict[int, tuple[float, float]] = {}
+        live: set[tuple[int, float]] = set()
+        for proc in psutil.process_iter():
+            try:
+                if self._ours(proc):
+                    t = proc.cpu_times()
+                    out[proc.pid] = (proc.create_time(), t.user + t.system)
+                live.add((proc.pid, proc.create_time()))
+            except (psutil.Error, OSError):
+                continue
+        self._seen = {k: v for k, v in self._seen.items() if k in live}
+        return out
+
+
+def app_seconds(
+    start: Mapping[int, tuple[float, float]],
+    now: Mapping[int, tuple[float, float]],
+    since: float,
+) -> list[float]:
+    """CPU seconds each of the application's processes used since the window began at ``since``
+    (a process started within the window counts from zero; one first seen now that started
+    before the window is left out: its share of the window is unknown)."""
+    out = []
+    for pid, (created, seconds) in now.items():
+        before = start.get(pid)
+        if before is not None and before[0] == created:
+            out.append(seconds - before[1])
+        elif created >= since:
+            out.append(seconds)
+    return [d for d in out if d > 0]
+
+
+def application_availability(
+    app_share: float, idle_fraction: float, n_cpus: int, processes: int
+) -> float:
+    """What each of the application's ``processes`` got of one CPU: the share they achieved
+    plus the idle time they left (a blocked rank leaves the CPU idle, and it was available)."""
+    free = (min(max(app_share, 0.0), 1.0) + min(max(idle_fraction, 0.0), 1.0)) * n_cpus
+    return min(free / max(processes, 1), 1.0)
+
+
 def passive_availability(idle_fraction: float, n_cpus: int, competitors: float) -> float:
     """NWS's vmstat estimate, generalised to a set of N CPUs.
 
@@ -121,6 +205,8 @@ class CpuReading:
     passive: float
     active: float | None
     bias: float
+    #: "passive", "probe", or "application" (what the application's processes achieved)
+    source: str = "passive"
 
 
 class CpuSensor:
@@ -138,19 +224,45 @@ class CpuSensor:
         bias_gain: float = 0.5,
         reader: CpuReader | None = None,
         probe: Callable[[float], float] = active_probe,
+        apps: AppReader | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.cpus = cpus or usable_cpus()
         self.probe_duration = probe_duration
         self.bias_gain = bias_gain
         self.reader: CpuReader = reader or ProcStatReader(self.cpus)
         self.probe = probe
+        self.apps: AppReader = apps or AppProcesses(self.cpus)
+        self.clock = clock
         self.bias = 0.0
+        self.restart_window()
+
+    def restart_window(self, apps: Mapping[int, tuple[float, float]] | None = None) -> None:
+        """Start a new window; ``apps`` is the application's usage just read, when the window
+        starts where the last one ended (one scan of the processes per reading, not two)."""
         self._start = self.reader.times()
         self._queue: list[float] = []
+        self._wall = self.clock()
+        self._since = time.time()
+        self._apps_start = self.apps.usage() if apps is None else apps
+        self._apps_now = self._apps_start
 
-    def restart_window(self) -> None:
-        self._start = self.reader.times()
-        self._queue = []
+    def application(self) -> float | None:
+        """What the application's processes got over the window, when they ran in it."""
+        wall = self.clock() - self._wall
+        if wall <= 0:
+            return None
+        self._apps_now = self.apps.usage()
+        used = app_seconds(self._apps_start, self._apps_now, self._since)
+        # processes that ran for a real part of the window (not a launcher such as mpiexec)
+        ran = sum(1 for d in used if d >= APP_MIN_SHARE * wall)
+        share = sum(used) / (wall * len(self.cpus))
+        if ran == 0:
+            return None
+        now = self.reader.times()
+        total = now.total - self._start.total
+        idle = (now.idle - self._start.idle) / total if total > 0 else 0.0
+        return application_availability(share, idle, len(self.cpus), ran)
 
     def sample_run_queue(self) -> None:
         r = self.reader.competitors()
@@ -174,12 +286,20 @@ class CpuSensor:
         return passive_availability(idle, len(self.cpus), queue * share)
 
     def reading(self, with_probe: bool) -> CpuReading:
+        app = self.application()
+        if app is not None:  # the application is the probe; its own load is no competitor
+            self.restart_window(self._apps_now)
+            return CpuReading(
+                value=app, passive=app, active=None, bias=self.bias, source="application"
+            )
         passive = self.passive()
         if not with_probe:
-            self.restart_window()
+            self.restart_window(self._apps_now)
             value = min(max(passive + self.bias, 0.0), 1.0)
             return CpuReading(value=value, passive=passive, active=None, bias=self.bias)
         active = self.probe(self.probe_duration)
         self.bias += self.bias_gain * ((active - passive) - self.bias)
         self.restart_window()
-        return CpuReading(value=active, passive=passive, active=active, bias=self.bias)
+        return CpuReading(
+            value=active, passive=passive, active=active, bias=self.bias, source="probe"
+        )

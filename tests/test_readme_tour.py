@@ -228,11 +228,14 @@ def test_readme_tour_runs_as_written(
     assert len(outputs) == len(blocks)
 
     answers = json_lines(run.stdout)
-    schedules = [a for a in answers if "allocation" in a and "strategy" in a]
-    assert len(schedules) == 1, run.stdout
-    rows = {a["host"]: a["rows"] for a in schedules[0]["allocation"]}
-    assert set(rows) == {"h1", "h2"} and sum(rows.values()) == 4000
-    assert all(r > 0 for r in rows.values())
+    schedules = {a["app"]: a for a in answers if "allocation" in a and "strategy" in a}
+    assert set(schedules) == {"sor", "stencil"}, run.stdout
+    for app, n in (("sor", 4000), ("stencil", 2000)):
+        rows = {a["host"]: a["rows"] for a in schedules[app]["allocation"]}
+        assert set(rows) == {"h1", "h2"} and sum(rows.values()) == n
+        assert all(r > 0 for r in rows.values())
+    # an application known only from its runs: the fit it was planned with is named
+    assert any("stencil/row" in w for w in schedules["stencil"]["warnings"])
     predictions = [a for a in answers if "hosts" in a and "makespan" in a]
     assert len(predictions) == 1 and predictions[0]["makespan"]["mean"] > 0
     assert (clone / "report.json").is_file() and (clone / "report.html").is_file()

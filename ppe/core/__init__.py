@@ -5,8 +5,8 @@ See ``ppe/core/GRAMMAR.md`` for the model language and the engines.
 """
 
 from .errors import EvaluationError, GrammarError, ModelError, ParameterError, StochasticError
-from .evaluate import BW_FLOOR_FRACTION, CPU_FLOOR
-from .grammar import CompiledModel, compile_model, validate_model
+from .evaluate import BW_FLOOR_FRACTION, CPU_FLOOR, bind_empirical
+from .grammar import CompiledModel, EmpiricalSource, compile_model, validate_model
 from .predict import (
     HostInputs,
     Prediction,
@@ -34,6 +34,7 @@ __all__ = [
     "BW_FLOOR_FRACTION",
     "CPU_FLOOR",
     "CompiledModel",
+    "EmpiricalSource",
     "EvaluationError",
     "GrammarError",
     "HostInputs",
@@ -48,6 +49,7 @@ __all__ = [
     "Stochastic",
     "StochasticError",
     "StochasticValue",
+    "bind_empirical",
     "builtin_models",
     "compile_model",
     "from_components",

@@ -29,8 +29,8 @@ Semantics worth knowing:
 
 from __future__ import annotations
 
-from collections.abc import Generator, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Generator, Mapping
+from dataclasses import dataclass, field, replace
 from types import GeneratorType
 from typing import Any, TypeVar, cast
 
@@ -41,7 +41,7 @@ from . import analytic as an
 from . import lanes
 from . import numeric as nm
 from .analytic import HandOver, Lin
-from .errors import EvaluationError, ParameterError, StochasticError
+from .errors import EvaluationError, ModelError, ParameterError, StochasticError
 from .grammar import (
     Agg,
     BinOp,
@@ -51,6 +51,8 @@ from .grammar import (
     CompiledExpression,
     CompiledModel,
     Domain,
+    Empirical,
+    EmpiricalSource,
     Function,
     IfExpr,
     Index,
@@ -61,11 +63,12 @@ from .grammar import (
     NumberLit,
     ParamSpec,
     first_token,
+    preorder,
     unparse,
 )
 from .lanes import LaneCtx, Value
 from .montecarlo import Smp, Space
-from .stochastic import StochasticValue
+from .stochastic import StochasticValue, as_stochastic
 
 FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
@@ -91,7 +94,9 @@ MAX_MC_CELLS = 40_000_000
 @dataclass
 class InputBanks:
     """The hosts' inputs laid out once for an engine; shared by evaluations with
-    different rows so that their results stay correlated exactly."""
+    different rows so that their results stay correlated exactly.  ``empirical`` holds the
+    values of the model's ``empirical(...)`` calls (one per distinct model and point) and
+    ``sites`` each call's slot in it, by ``id(node)``."""
 
     names: list[str]
     benchmark: FloatArray
@@ -101,35 +106,45 @@ class InputBanks:
     mode: str  # "numeric" | "analytic" | "mc"
     strict: bool
     space: Space | None = None
+    empirical: list[StochasticValue] = field(default_factory=list)
+    sites: dict[int, int] = field(default_factory=dict)
     _cache: dict[str, Value] = field(default_factory=dict)
-    _sources: tuple[nm.Sources, list[int], list[int]] | None = None
+    _sources: tuple[nm.Sources, dict[str, list[int]]] | None = None
 
     @property
     def P(self) -> int:  # noqa: N802 - the grammar's name
         return len(self.names)
 
-    def cpu_floors(self) -> FloatArray:
-        return np.full(self.P, CPU_FLOOR)
-
-    def link_floors(self) -> FloatArray:
-        means = np.array([abs(v.mean()) if v is not None else 1.0 for v in self.links])
+    def floors(self, what: str) -> FloatArray:
+        """FracAvailCPU at CPU_FLOOR; bandwidths and empirical times at a fraction of their mean
+        (a time near 0 would make a rate computed from it unbounded)."""
+        if what == "FracAvailCPU":
+            return np.full(self.P, CPU_FLOOR)
+        values = self.links if what == "BWAvail" else self.empirical
+        means = np.array([abs(v.mean()) if v is not None else 1.0 for v in values])
         return BW_FLOOR_FRACTION * means
 
+    def values(self, what: str) -> list[Any]:
+        if what == "FracAvailCPU":
+            return list(self.cpu)
+        return list(self.links) if what == "BWAvail" else list(self.empirical)
+
+    def bank(self, what: str) -> Value:
+        """All of one kind of input as lanes: ``FracAvailCPU``, ``BWAvail`` or ``empirical``."""
+        if what not in self._cache:
+            self._cache[what] = self._bank(self.values(what), self.floors(what), what)
+        return self._cache[what]
+
     def cpu_bank(self) -> Value:
-        if "cpu" not in self._cache:
-            self._cache["cpu"] = self._bank(self.cpu, self.cpu_floors(), "FracAvailCPU")
-        return self._cache["cpu"]
+        return self.bank("FracAvailCPU")
 
     def link_bank(self) -> Value:
-        if "link" not in self._cache:
-            self._cache["link"] = self._bank(self.links, self.link_floors(), "BWAvail")
-        return self._cache["link"]
+        return self.bank("BWAvail")
 
     def _bank(self, values: list[Any], floors: FloatArray, what: str) -> Value:
         if self.mode == "numeric":
-            src, cpu_cols, link_cols = self.num_sources()
-            cols = cpu_cols if what == "FracAvailCPU" else link_cols
-            return nm.bank(values, floors, src, cols)
+            src, cols = self.num_sources()
+            return nm.bank(values, floors, src, cols[what])
         if self.mode == "mc":
             assert self.space is not None
             out = np.empty((len(values), self.space.n))
@@ -142,24 +157,27 @@ class InputBanks:
             return Smp(out, self.space)
         return self._lin_bank(values, floors, what)
 
-    def _host_of(self, k: int, what: str) -> str:
-        return self.names[k // 2 if what == "BWAvail" else k]
+    def label(self, k: int, what: str) -> str:
+        if what == "empirical":
+            return f"the empirical value {k}"
+        return f"{what} of host {self.names[k // 2 if what == 'BWAvail' else k]!r}"
 
-    def num_sources(self) -> tuple[nm.Sources, list[int], list[int]]:
+    def num_sources(self) -> tuple[nm.Sources, dict[str, list[int]]]:
         """The numeric engine's sources: one per distinct stochastic input (the
         same object used twice is one source; inputs that merely share part of
         their randomness hand over), with each input's column (-1: a point)."""
         if self._sources is None:
             reg = _SourceRegistry()
-            cpu_cols = [
-                reg.column(v, f, f"FracAvailCPU of host {self.names[k]!r}")
-                for k, (v, f) in enumerate(zip(self.cpu, self.cpu_floors(), strict=True))
-            ]
-            link_cols = [
-                reg.column(v, f, f"BWAvail of host {self.names[k // 2]!r}")
-                for k, (v, f) in enumerate(zip(self.links, self.link_floors(), strict=True))
-            ]
-            self._sources = (nm.Sources.build(reg.values, reg.floors), cpu_cols, link_cols)
+            cols = {
+                what: [
+                    reg.column(v, f, self.label(k, what))
+                    for k, (v, f) in enumerate(
+                        zip(self.values(what), self.floors(what), strict=True)
+                    )
+                ]
+                for what in ("FracAvailCPU", "BWAvail", "empirical")
+            }
+            self._sources = (nm.Sources.build(reg.values, reg.floors), cols)
         return self._sources
 
     def _lin_bank(self, values: list[Any], floors: FloatArray, what: str) -> Lin:
@@ -173,15 +191,14 @@ class InputBanks:
             if v is None:
                 continue
             if not v.analytic:
-                raise HandOver(f"{what} of host {self._host_of(k, what)!r} is a {v.kind}")
+                raise HandOver(f"{self.label(k, what)} is a {v.kind}")
             mu, sd = v.mean(), v.std()
             if sd == 0:
                 mus[k] = max(mu, floors[k])
                 continue
             if self.strict and mu - FLOOR_SIGMAS * sd < floors[k]:
                 raise HandOver(
-                    f"{what} of host {self._host_of(k, what)!r} N({mu:.3g}, {sd:.3g}) "
-                    "has mass near its floor"
+                    f"{self.label(k, what)} N({mu:.3g}, {sd:.3g}) has mass near its floor"
                 )
             mus[k] = mu
             rows.extend([k] * v._ids.size)
@@ -263,7 +280,7 @@ def rows_free(model: CompiledModel) -> frozenset[str]:
         return hit
     defs = model.definitions
     refs = {
-        name: {n.name for n in _preorder(d.body) if isinstance(n, Name | Index)}
+        name: {n.name for n in preorder(d.body) if isinstance(n, Name | Index)}
         for name, d in defs.items()
     }
     depends: dict[str, bool] = {}
@@ -287,21 +304,6 @@ def rows_free(model: CompiledModel) -> frozenset[str]:
     out = frozenset(n for n in defs if not depends[n])
     _ROWS_FREE[model.digest] = out
     return out
-
-
-def _preorder(node: Node) -> Iterator[Node]:
-    """Every node of an expression, parents first and children in text order (iterative)."""
-    stack = [node]
-    while stack:
-        n = stack.pop()
-        yield n
-        children: list[Node] = []
-        for child in vars(n).values():
-            if isinstance(child, Node):
-                children.append(child)
-            elif isinstance(child, tuple):
-                children.extend(c for c in child if isinstance(c, Node))
-        stack.extend(reversed(children))
 
 
 #: An evaluation in progress (a generator): it yields what it needs -- a sub-step, or a
@@ -451,6 +453,9 @@ class Evaluator:
             return self._call(node, env, m)
         if isinstance(node, Agg):
             return self._aggregate(node, env, m)
+        if isinstance(node, Empirical):
+            slot = self.banks.sites[id(node)]
+            return lanes.take_lanes(self.banks.bank("empirical"), np.full(m, slot, np.int64))
         raise TypeError(type(node).__name__)
 
     def _num(self, v: Result, node: Node) -> Value:
@@ -688,6 +693,54 @@ class Evaluator:
 # ------------------------------------------------------------------- parameters
 
 
+def ref_text(ref: tuple[str, ...]) -> str:
+    """How the text names an empirical model: ``empirical("app", "kernel")``."""
+    return f"empirical({', '.join(f'{r!r}'.replace(chr(39), chr(34)) for r in ref)})"
+
+
+def bind_empirical(
+    model: CompiledModel, sources: Mapping[tuple[str, ...], EmpiricalSource], binding: str = ""
+) -> CompiledModel:
+    """``model`` with the fitted models its ``empirical(...)`` calls read; ``binding`` names
+    them (for memo keys: the same text over another fit is another model)."""
+    missing = [ref for ref in model.empirical_refs() if ref not in sources]
+    if missing:
+        raise ParameterError(f"no model is bound for {ref_text(missing[0])}", name="empirical")
+    wanted = {ref: sources[ref] for ref in model.empirical_refs()}
+    return replace(model, empirical_models=wanted, binding=binding)
+
+
+def empirical_values(
+    model: CompiledModel, values: Mapping[str, float], hosts: int
+) -> tuple[list[StochasticValue], dict[int, int]]:
+    """Each ``empirical(...)`` call's value at its point (parameters and ``P`` only), and the
+    call's slot: calls of one model at one point share a value, so they are one random draw."""
+    if not model.empirical_calls:
+        return [], {}
+    banks = InputBanks(
+        [str(k) for k in range(hosts)], np.zeros(hosts), np.zeros(hosts), [], [], "mc", False
+    )
+    ev = Evaluator(model, values, banks, np.zeros(hosts))
+    out: list[StochasticValue] = []
+    slots: dict[tuple[Any, ...], int] = {}
+    sites: dict[int, int] = {}
+    for call in model.empirical_calls:
+        source = model.empirical_models.get(call.ref)
+        if source is None:
+            raise _err(f"no model is bound for {ref_text(call.ref)}", call, "empirical")
+        point = {k: float(ev.det(a, {}, 1)[0]) for k, a in zip(call.names, call.args, strict=True)}
+        key = (call.ref, tuple(sorted(point.items())))
+        if key not in slots:
+            try:
+                value = as_stochastic(source.to_stochastic(point))
+            except ModelError as exc:
+                raise _err(f"{unparse(call)}: {exc.message}", call, exc.name) from exc
+            slots[key] = len(out)
+            out.append(value)
+        sites[id(call)] = slots[key]
+    return out, sites
+
+
 def bind_params(model: CompiledModel, params: Mapping[str, Any]) -> dict[str, float]:
     """Parameter values by declared name; unknown, missing or non-numeric
     parameters raise :class:`ParameterError` naming them."""
@@ -741,7 +794,7 @@ def check_requires(model: CompiledModel, values: Mapping[str, float], hosts: int
 
 
 def _names_in(node: Node) -> list[str]:
-    return list(dict.fromkeys(n.name for n in _preorder(node) if isinstance(n, Name)))
+    return list(dict.fromkeys(n.name for n in preorder(node) if isinstance(n, Name)))
 
 
 # ------------------------------------------------------------------ expressions

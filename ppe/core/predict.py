@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 from typing import Any, Generic, TypeVar
@@ -33,7 +33,7 @@ import numpy.typing as npt
 from . import lanes
 from .analytic import HandOver, Lin
 from .errors import EvaluationError, ParameterError
-from .evaluate import Evaluator, InputBanks, bind_params, check_requires
+from .evaluate import Evaluator, InputBanks, bind_params, check_requires, empirical_values
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
 from .numeric import NumericLanes
@@ -217,16 +217,26 @@ class _Checked:
     latency: FloatArray
     cpu: list[StochasticValue]
     links: list[StochasticValue | None]
+    empirical: list[StochasticValue] = field(default_factory=list)
+    sites: dict[int, int] = field(default_factory=dict)
 
     def banks(self, mode: str, strict: bool = False, space: Space | None = None) -> InputBanks:
         return InputBanks(
-            self.names, self.benchmark, self.latency, self.cpu, self.links, mode, strict, space
+            self.names,
+            self.benchmark,
+            self.latency,
+            self.cpu,
+            self.links,
+            mode,
+            strict,
+            space,
+            self.empirical,
+            self.sites,
         )
 
     def all_analytic(self) -> bool:
-        return all(v.analytic for v in self.cpu) and all(
-            v.analytic for v in self.links if v is not None
-        )
+        inputs = [*self.cpu, *self.empirical, *(v for v in self.links if v is not None)]
+        return all(v.analytic for v in inputs)
 
 
 def _label(k: int, what: str) -> Callable[[], str]:
@@ -298,12 +308,13 @@ def _with_engine(
     seed: int,
     what: str,
     finish: Callable[[Results, InputBanks], T],
+    empirical: tuple[list[StochasticValue], dict[int, int]] = ([], {}),
 ) -> _Outcome[T]:
     """Evaluate with the requested engine; ``"auto"`` tries numeric, then analytic
     (point/normal inputs only), then Monte Carlo, each taking over when the one
     before hands over.  ``finish`` turns lane results into public values and runs
     inside the attempt, so a hand-over while finishing also falls through."""
-    checked = _check_hosts(hosts)
+    checked = replace(_check_hosts(hosts), empirical=empirical[0], sites=empirical[1])
     reasons: list[str] = []
     if engine in ("auto", "numeric"):
         try:
@@ -388,6 +399,7 @@ def predict(
     values = bind_params(compiled, params)
     check_requires(compiled, values, len(hosts))
     rows = _rows(allocation, len(hosts))
+    emp = empirical_values(compiled, values, len(hosts))
 
     def finish(result: Results, banks: InputBanks) -> tuple[list[StochasticValue], StochasticValue]:
         per_host_v, total_v = result[0]
@@ -395,7 +407,7 @@ def predict(
         return from_lanes(per_host_v), from_lanes(total_v)[0]
 
     out = _with_engine(
-        compiled, values, hosts, [rows], engine, int(samples), int(seed), "predict", finish
+        compiled, values, hosts, [rows], engine, int(samples), int(seed), "predict", finish, emp
     )
     per_host, makespan = out.value
     names = [h.name for h in hosts]
@@ -435,6 +447,7 @@ def linear_host_models(
     check_requires(compiled, values, len(hosts))
     P = len(hosts)
     probes = [np.zeros(P), np.full(P, _PROBE_ROWS), np.full(P, 2 * _PROBE_ROWS)]
+    emp = empirical_values(compiled, values, P)
 
     def finish(result: Results, banks: InputBanks) -> list[tuple[StochasticValue, StochasticValue]]:
         t0, t1, t2 = (r[0] for r in result)
@@ -444,7 +457,7 @@ def linear_host_models(
         return list(zip(from_lanes(slope), from_lanes(t0), strict=True))
 
     return _with_engine(
-        compiled, values, hosts, probes, engine, int(samples), int(seed), "linear", finish
+        compiled, values, hosts, probes, engine, int(samples), int(seed), "linear", finish, emp
     ).value
 
 

@@ -16,6 +16,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from scipy import stats
+
+from ppe.core import EmpiricalSource
+
 from .coupling import LoopCoupling, Stability, coupling_stability, loop_coupling, loop_pairs
 from .errors import CouplingError
 from .runs import RunRecord
@@ -94,6 +98,82 @@ class CouplingReport:
             ],
             "skipped": [{"point": point, "reason": why} for point, why in self.skipped],
         }
+
+
+@dataclass(frozen=True)
+class CoupledPrediction:
+    """``T = sum_k alpha_k P_k`` at one input: the loop's time from its kernels' models."""
+
+    point: dict[str, float]
+    mean: float
+    std: float
+    interval: tuple[float, float]
+    confidence: float
+    #: each kernel's predicted time alone, and its coefficient
+    kernels: dict[str, float]
+    coefficients: dict[str, float]
+    #: the couplings were measured at this input (its own coefficients), else reused
+    measured: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "point": self.point,
+            "mean": self.mean,
+            "std": self.std,
+            "interval": list(self.interval),
+            "confidence": self.confidence,
+            "kernels": self.kernels,
+            "coefficients": self.coefficients,
+            "measured": self.measured,
+        }
+
+
+def predict_coupled(
+    report: CouplingReport,
+    models: Mapping[str, EmpiricalSource],
+    point: Mapping[str, float],
+    confidence: float = 0.95,
+) -> CoupledPrediction:
+    """The loop's time at ``point`` from each kernel's model of its time alone (isocoupling).
+
+    At an input the couplings were measured at, that input's coefficients apply; elsewhere
+    their mean over the inputs, and their spread across the inputs widens the interval (the
+    couplings' uncertainty beside the kernel models'). The kernel models' predictions are
+    independent (separate fits): variances add."""
+    wanted = {k: float(v) for k, v in point.items()}
+    own = next((i for i in report.inputs if i.point == wanted), None)
+    alphas = (
+        own.loop.coefficients
+        if own is not None
+        else {
+            k: statistics.fmean(i.loop.coefficients[k] for i in report.inputs)
+            for k in report.kernels
+        }
+    )
+    mean, var, alone = 0.0, 0.0, {}
+    for k in report.kernels:
+        if k not in models:
+            raise CouplingError(f"no model of kernel {k!r} alone", name=k)
+        value = models[k].to_stochastic(wanted)
+        mu, sd = float(value.mean()), float(value.std())
+        alone[k] = mu
+        mean += alphas[k] * mu
+        var += (alphas[k] * sd) ** 2
+        if own is None and len(report.inputs) > 1:
+            spread = statistics.stdev(i.loop.coefficients[k] for i in report.inputs)
+            var += (spread * mu) ** 2
+    std = var**0.5
+    z = float(stats.norm.ppf(0.5 + confidence / 2.0))
+    return CoupledPrediction(
+        wanted,
+        mean,
+        std,
+        (mean - z * std, mean + z * std),
+        confidence,
+        alone,
+        dict(alphas),
+        own is not None,
+    )
 
 
 def check_kernels(kernels: Sequence[str]) -> None:

@@ -20,6 +20,8 @@ from typing import Any
 
 import numpy as np
 
+from ppe.core.stochastic import StochasticValue
+
 from .crossval import loo_residuals
 from .data import Measurements
 from .errors import EmpiricalError, NonFiniteValueError, SingleValueError
@@ -227,9 +229,15 @@ class Fit:
     model: EmpiricalModel
     fixed: dict[str, float]
 
-    def predict(self, point: Mapping[str, float], confidence: float = CONFIDENCE) -> Prediction:
-        """The prediction at ``point``, which names every parameter the model varies and may
-        name a fixed one only at its fixed value."""
+    def to_stochastic(self, point: Mapping[str, float]) -> StochasticValue:
+        """The run time at ``point`` as a PPE value (what ``empirical(...)`` in a performance
+        model reads), checked as :meth:`predict` checks it."""
+        self.check_point(point)
+        return self.model.to_stochastic(point)
+
+    def check_point(self, point: Mapping[str, float]) -> None:
+        """A point names finite values, a fixed parameter only at its value, and nothing the
+        model does not know."""
         for name, value in point.items():
             if not math.isfinite(float(value)):
                 raise NonFiniteValueError(f"parameter {name!r} is {value}", name=name)
@@ -245,6 +253,11 @@ class Fit:
                     f"the model has no parameter {name!r}; it knows {', '.join(known)}",
                     name=name,
                 )
+
+    def predict(self, point: Mapping[str, float], confidence: float = CONFIDENCE) -> Prediction:
+        """The prediction at ``point``, which names every parameter the model varies and may
+        name a fixed one only at its fixed value."""
+        self.check_point(point)
         pred = self.model.predict(point, confidence)
         if not math.isfinite(pred.mean):
             raise EmpiricalError(

@@ -8,11 +8,10 @@ availability over the segment's time window. So each segment measures
 
     benchmark = compute_s * share / (rows * n * iterations)
 
-where ``share`` is the fraction of the CPU the application got. The sensors report what a *new*
-process would get, and during the run the application itself is one of the competitors they
-see: under their fair-share model on one CPU (NWS, ``sensors/cpu.py``) a reading ``a`` taken
-while the application ran means ``1/a - 2`` other runnable processes, so the application got
-``a / (1 - a)`` of the CPU (capped at one: an idle host reads 0.5 with the application on it).
+where ``share`` is the fraction of the CPU the application got: what the sensors read over the
+window. While the application's processes run on a measured CPU, the sensor reports the share
+they achieved (plus the idle time they left), not what a new process would get
+(``sensors/cpu.py``): the application is never its own competitor in the readings.
 
 One estimate per run (its segments pooled: compute-weighted), then the mean over runs with its
 standard error and a Student-t interval: runs are the independent repetitions, segments of one
@@ -101,10 +100,9 @@ def window_mean(samples: Sequence[tuple[float, float]], start: float, end: float
 
 
 def app_share(reading: float) -> float:
-    """The CPU share the application got from a reading taken while it ran (see above)."""
-    if reading >= 0.5:
-        return 1.0
-    return max(reading, 0.0) / (1.0 - reading)
+    """The CPU share the application got from a reading taken while it ran: the reading
+    itself, within [0, 1]."""
+    return min(max(reading, 0.0), 1.0)
 
 
 def run_estimate(segments: Sequence[Segment], shares: Sequence[float]) -> RunEstimate | None:

@@ -22,7 +22,7 @@ import io
 import json
 import math
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
@@ -346,11 +346,60 @@ def build_parser() -> argparse.ArgumentParser:
         help="refit baselines every N samples (default 24: two hours at 5 min)",
     )
     p.add_argument("--jobs", type=int, default=1, help="worker processes (default 1)")
+    h = p.add_argument_group(
+        "horizon mode",
+        "with --horizons: score the distribution of the mean availability over [T, T+H) at "
+        "random times T instead (ppe/evaluation/horizon_eval.py)",
+    )
+    h.add_argument(
+        "--horizons",
+        metavar="SECONDS,...",
+        help="comma-separated horizons, e.g. 300,3600,21600,86400,259200",
+    )
+    h.add_argument(
+        "--cases", type=int, default=400, help="forecast times per horizon, all traces (400)"
+    )
+    h.add_argument("--seed", type=int, default=0, help="seed of the forecast times (0)")
+    h.add_argument(
+        "--switching",
+        action="store_true",
+        help="also score the semi-Markov switching model and its mix with the forecaster",
+    )
+    h.add_argument(
+        "--min-history",
+        type=float,
+        default=2 * 86400.0,
+        help="seconds of history before the earliest forecast time (default 172800: 2 days)",
+    )
     return p
+
+
+def _horizon_main(args: argparse.Namespace) -> int:
+    from ppe.evaluation import horizon_eval
+
+    try:
+        horizons = horizon_eval.parse_horizons(args.horizons)
+        if args.cases < 1 or args.jobs < 1 or args.min_history < 0:
+            raise ValueError("--cases and --jobs must be >= 1, --min-history >= 0")
+        opts = horizon_eval.HorizonOptions(
+            horizons=horizons,
+            cases=args.cases,
+            seed=args.seed,
+            min_history_s=args.min_history,
+            keep_dead=args.keep_dead,
+            switching=args.switching,
+        )
+        report = horizon_eval.run(args.paths, opts, jobs=args.jobs)
+    except (TraceFormatError, FileNotFoundError, ValueError) as exc:
+        print(f"forecast-eval: {exc}", file=sys.stderr)
+        return 2
+    return _emit(report, args, horizon_eval.render_text)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if args.horizons is not None:
+        return _horizon_main(args)
     baselines = tuple(b.strip() for b in args.baselines.split(",") if b.strip())
     if args.warmup < 1 or args.baseline_window < 2 or args.baseline_refit < 1 or args.jobs < 1:
         print(
@@ -372,13 +421,18 @@ def main(argv: list[str] | None = None) -> int:
     except (TraceFormatError, FileNotFoundError, ValueError) as exc:
         print(f"forecast-eval: {exc}", file=sys.stderr)
         return 2
+    return _emit(report, args, render_text)
+
+
+def _emit(report: Any, args: argparse.Namespace, render: Callable[[Any], str]) -> int:
+    """The report as JSON (``--out``, ``--json``) or as the table ``render`` makes."""
     text = json.dumps(_finite(report), indent=2, allow_nan=False)
     if args.out:
         Path(args.out).write_text(text + "\n", encoding="utf-8")
     if args.json:
         print(text)
     else:
-        print(render_text(report), end="")
+        print(render(report), end="")
     return 0
 
 

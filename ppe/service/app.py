@@ -18,6 +18,7 @@ from ppe.service.api import (
     accuracy,
     empirical,
     forecasts,
+    groups,
     health,
     measurements,
     models,
@@ -132,6 +133,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         runs,
         empirical,
         templates,
+        groups,
         accuracy,
     ):
         api.include_router(module.router)

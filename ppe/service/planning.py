@@ -42,6 +42,7 @@ from ppe.pipeline import (
 )
 from ppe.service import models_registry
 from ppe.service.calibration import DEFAULT_MIN_RUNS, HostCalibration, host_calibration, note
+from ppe.service.empirical import FitCache
 from ppe.service.forecasts import ForecastCache, age_at
 from ppe.service.plan_memo import Answer, PlanMemo
 from ppe.service.schemas import PredictionRequest, ScheduleRequest
@@ -149,7 +150,8 @@ class IndexCache:
 
     The same freshness the forecast cache keeps for data: another worker's new link series or
     property change shows up within `fresh_s`; this worker's own `PUT /resources` clears it.
-    Unknown hosts are never cached (the store is asked again next time).
+    Unknown hosts are never cached (the store is asked again next time). `fits` holds the
+    empirical fits models read (`empirical(...)`, applications known from runs).
     """
 
     def __init__(
@@ -162,6 +164,7 @@ class IndexCache:
         self.calibration_min_runs = calibration_min_runs
         self._entries: LRUCache[tuple[str, ...], tuple[SeriesIndex, float]] = LRUCache(size)
         self._lock = threading.Lock()
+        self.fits = FitCache()
 
     def get(self, session: Session, names: Sequence[str]) -> SeriesIndex:
         key, now = tuple(names), time.monotonic()
@@ -219,12 +222,18 @@ def benchmark_notes(specs: Sequence[HostSpec], idx: SeriesIndex) -> tuple[str, .
     return tuple(out)
 
 
-def host_meta(specs: Sequence[HostSpec], idx: SeriesIndex, n: int) -> list[HostMeta]:
-    """Benchmarks (see `benchmark_of`); memory bounds a strip (no spilling)."""
+def host_meta(
+    specs: Sequence[HostSpec], idx: SeriesIndex, n: int, needs_benchmark: bool = True
+) -> list[HostMeta]:
+    """Benchmarks (see `benchmark_of`; a model that reads none, such as an empirical strip
+    model, gets the one given or 1.0, never read); memory bounds a strip (no spilling)."""
     out = []
     for s in specs:
         props = idx.properties.get(s.name, {})
-        bench = benchmark_of(s, idx)
+        if needs_benchmark:
+            bench = benchmark_of(s, idx)
+        else:
+            bench = s.benchmark or props.get("benchmark") or 1.0
         max_rows = s.max_rows
         memory = props.get("memory_bytes")
         if memory and n > 0:
@@ -272,6 +281,8 @@ def quality(fc: Any, now: float | None = None) -> dict[str, Any]:
         "samples": fc.n,
         "age_s": age_at(fc, now),
         "horizon_s": fc.horizon_s,
+        "support": fc.distribution.support,
+        "fallback": fc.distribution.fallback,
     }
 
 
@@ -402,12 +413,13 @@ def prepare(
     unknown model is reported on the request's `model_field`."""
     specs = host_specs(hosts)
     try:
-        compiled = models_registry.resolve(session, model, grammar)
+        resolved = models_registry.resolve(session, model, grammar, index.fits)
     except LookupError as exc:
         raise PlanningError(422, str(exc).strip("'\""), model_field) from exc
     names = [s.name for s in specs]
     idx = index.get(session, names)
-    if index.calibration_min_runs is not None:
+    needs_benchmark = resolved.model.uses("Benchmark")
+    if needs_benchmark and index.calibration_min_runs is not None:
         unbenchmarked = [s.name for s in specs if s.benchmark is None]
         calibrate_missing(session, idx, unbenchmarked, index.calibration_min_runs)
     release(session)
@@ -420,7 +432,12 @@ def prepare(
         default_bandwidth=default_bandwidth,
         default_latency=default_latency,
     )
-    return Prepared(compiled, host_meta(specs, idx, n), forecasts_for, benchmark_notes(specs, idx))
+    return Prepared(
+        resolved.model,
+        host_meta(specs, idx, n, needs_benchmark),
+        forecasts_for,
+        (*resolved.notes, *benchmark_notes(specs, idx)),
+    )
 
 
 def predict(
@@ -503,6 +520,7 @@ def schedule(
         if version is None
         else (
             inputs.model.digest,
+            inputs.model.binding,
             body.model_dump_json(exclude={"hosts"}),
             tuple(inputs.hosts),
             inputs.notes,  # the same figures from another source say so in the warnings
@@ -518,6 +536,7 @@ def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
     params = {**body.params, "n": body.n, "I": body.iterations}
     hint_key = (
         model.digest,
+        model.binding,
         body.n,
         body.iterations,
         tuple(names),

@@ -124,6 +124,28 @@ Params = Annotated[
 #: Path parameters: a row id (64-bit, positive) and a resource name.
 IdPath = Annotated[int, Path(ge=1, le=INT64_MAX, description="a positive 64-bit id", examples=[1])]
 NamePath = Annotated[ResourceName, Path(examples=["h0"])]
+GroupPath = Annotated[ResourceName, Path(examples=["cluster-a"])]
+#: Members of one named group of resources.
+MAX_GROUP = 1024
+
+
+class GroupIn(BaseModel):
+    """A named group of registered resources (one system made of several hosts)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{"members": ["h0", "h1"], "description": "rack 1"}]},
+    )
+    members: Annotated[list[ResourceName], Field(min_length=1, max_length=MAX_GROUP)]
+    description: Description = ""
+
+
+class GroupOut(BaseModel):
+    name: str
+    members: list[str]
+    description: str
+    updated_at: float
+
 
 # ------------------------------------------------------------------------- metrics
 

@@ -170,6 +170,16 @@ class CouplingIn(BaseModel):
         allow_inf_nan=False,
         description="relative spread across inputs under which couplings are reusable",
     )
+    predict: Annotated[list[Params], Field(max_length=MAX_PREDICT)] = Field(
+        default_factory=list,
+        description="inputs to predict the loop's time at: sum of coefficient x each kernel's "
+        "model alone (isocoupling)",
+    )
+    save: bool = Field(
+        default=False,
+        description="keep the couplings for this app, metric, system and loop (replacing "
+        "the loop's earlier ones); GET /api/v1/coupling lists them",
+    )
 
 
 class PairCouplingOut(BaseModel):
@@ -216,3 +226,34 @@ class CouplingOut(BaseModel):
     isocoupling: IsocouplingOut
     inputs: list[InputCouplingOut]
     skipped: list[SkippedInputOut] = Field(description="inputs lacking a kernel or pair run")
+
+
+class CoupledPredictionOut(BaseModel):
+    point: dict[str, float]
+    mean: float
+    std: float
+    interval: list[float]
+    confidence: float
+    kernels: dict[str, float] = Field(description="each kernel's predicted time alone")
+    coefficients: dict[str, float] = Field(description="the coefficients applied")
+    measured: bool = Field(
+        description="true: couplings measured at this input; false: reused from the others"
+    )
+
+
+class CouplingAnswer(CouplingOut):
+    predictions: list[CoupledPredictionOut]
+    warnings: list[str]
+    saved: int | None = Field(description="the stored couplings' id when `save` was asked")
+
+
+class StoredCouplingOut(BaseModel):
+    id: int
+    app: str
+    metric: str
+    system: str | None
+    kernels: list[str]
+    coefficients: dict[str, float]
+    stable: bool | None
+    computed_at: float
+    report: CouplingOut

@@ -47,13 +47,13 @@ def seed(post: Any, put: Any) -> dict[str, Any]:
     ]  # fmt: skip
     assert post("/api/v1/runs", {"runs": runs}).status_code == 201
     # Three ppe-sor reports whose rank on h0 ran at 3e-8 s per element (the sensor read 0.25
-    # with the run on the core: it got a third of it), against the 2e-8 registered.
+    # with the run on the core: the share it got), against the 2e-8 registered.
     reports = [
         {"app": "sor", "params": {"n": 1000, "iterations": 50}, "system": "h0,h1",
          "values": [60.0], "key": f"cal-{k}",
          "report": {"ranks": [{"host": "h0", "segments": [
              {"from": 0, "to": 50, "rows": 200, "start": t0 + 600 + 400 * k,
-              "end": t0 + 660 + 400 * k, "compute_s": b * 200 * 1000 * 50 * 3}]}]}}
+              "end": t0 + 660 + 400 * k, "compute_s": b * 200 * 1000 * 50 * 4}]}]}}
         for k, b in enumerate((2.9e-8, 3.0e-8, 3.1e-8))
     ]  # fmt: skip
     assert post("/api/v1/runs", {"runs": reports}).status_code == 201

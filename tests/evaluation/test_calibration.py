@@ -32,11 +32,12 @@ def test_window_mean_weights_each_sample_by_the_period_it_reports() -> None:
 
 @pytest.mark.parametrize(
     ("reading", "share"),
-    [(0.5, 1.0), (0.9, 1.0), (1 / 3, 0.5), (0.25, 1 / 3), (0.0, 0.0)],
+    [(0.5, 0.5), (1.0, 1.0), (1 / 3, 1 / 3), (1.2, 1.0), (-0.1, 0.0)],
 )
-def test_app_share_removes_the_application_from_the_reading(reading: float, share: float) -> None:
-    # Alone on the core it reads 0.5 (it is one competitor) and gets all of it; beside one busy
-    # process it reads 1/3 and gets half; beside two, 1/4 and a third.
+def test_a_reading_taken_while_the_application_ran_is_its_share(
+    reading: float, share: float
+) -> None:
+    # The sensor reports what the application's processes got while they run (sensors/cpu.py).
     assert app_share(reading) == pytest.approx(share)
 
 

@@ -197,3 +197,101 @@ def test_busy_processes_lower_availability_and_recovery_restores_it() -> None:
     assert loaded_m <= 1 / (HOGS + 1) + 0.15, summary
     assert loaded_m <= 0.65 * idle_m, summary
     assert rec_m >= loaded_m / 0.65, summary
+
+
+@dataclass
+class ScriptedApps:
+    """The application's processes: pid -> (start time, CPU seconds so far)."""
+
+    procs: dict[int, tuple[float, float]] = field(default_factory=dict)
+
+    def usage(self) -> dict[int, tuple[float, float]]:
+        return dict(self.procs)
+
+
+def _no_probe(duration: float) -> float:
+    raise AssertionError("no probe while the application runs: it would compete with it")
+
+
+def test_a_running_application_is_the_probe_not_a_competitor() -> None:
+    """A rank and one busy process share our CPU: the rank gets 1/2, while a new process would
+    get 1/3 (two competitors) -- the figure the application should be planned with is 1/2."""
+    now = [0.0]
+    reader = ScriptedReader(busy_fraction=1.0, running=2.0)
+    apps = ScriptedApps({7: (0.0, 10.0), 8: (0.0, 1.0)})  # 8: the launcher (mpiexec)
+    sensor = CpuSensor(
+        cpus=frozenset({0}), reader=reader, probe=_no_probe, apps=apps, clock=lambda: now[0]
+    )
+    sensor.sample_run_queue()
+    now[0] += 1.0
+    reader.step()
+    apps.procs = {7: (0.0, 10.5), 8: (0.0, 1.001)}
+    reading = sensor.reading(with_probe=True)
+    assert reading.source == "application" and reading.active is None
+    assert reading.value == pytest.approx(0.5 + 0.001)  # its share (the launcher's is noise)
+    assert passive_availability(0.0, 1, 2.0) == pytest.approx(1 / 3)  # what it would say
+
+
+def test_an_application_that_waits_leaves_idle_time_that_was_available() -> None:
+    now = [0.0]
+    reader = ScriptedReader(busy_fraction=0.6, running=1.0)
+    apps = ScriptedApps({7: (0.0, 0.0)})
+    sensor = CpuSensor(
+        cpus=frozenset({0}), reader=reader, probe=_no_probe, apps=apps, clock=lambda: now[0]
+    )
+    now[0] += 2.0
+    reader.step()
+    apps.procs = {7: (0.0, 0.6)}  # 0.3 of the window; 0.4 idle: it could have had 0.7
+    assert sensor.reading(with_probe=False).value == pytest.approx(0.7)
+
+
+def test_without_the_application_the_readings_are_the_usual_ones() -> None:
+    now = [0.0]
+    reader = ScriptedReader(busy_fraction=1.0, running=1.0)
+    apps = ScriptedApps({9: (-100.0, 50.0)})  # first seen now, started long ago: unknown share
+    sensor = CpuSensor(
+        cpus=frozenset({0}),
+        reader=reader,
+        probe=lambda d: 0.5,
+        apps=ScriptedApps(),
+        clock=lambda: now[0],
+    )
+    sensor.apps = apps
+    now[0] += 1.0
+    reader.step()
+    apps.procs = {9: (-100.0, 51.0)}
+    reading = sensor.reading(with_probe=True)
+    assert reading.source == "probe" and reading.value == 0.5
+
+
+def _spin_on_named(cpu: int, *argv: str) -> subprocess.Popen[bytes]:
+    code = f"import os\nos.sched_setaffinity(0, {{{cpu}}})\nwhile True: pass\n"
+    return subprocess.Popen([sys.executable, "-c", code, *argv])
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not hasattr(os, "sched_setaffinity"), reason="needs CPU affinity (Linux)")
+def test_a_real_application_process_is_measured_by_what_it_gets() -> None:
+    """One hog and one process whose command line says ppe-sor, on one CPU: the sensor reports
+    about the half the application gets; a sensor blind to it reports about a third."""
+    cpu = max(usable_cpus())
+    hog, app = _spin_on(cpu), _spin_on_named(cpu, "ppe-sor")
+    try:
+        time.sleep(0.5)
+        aware = CpuSensor(cpus=frozenset({cpu}), probe=_no_probe)
+        blind = CpuSensor(cpus=frozenset({cpu}), probe=_no_probe, apps=ScriptedApps())
+        seen, passive = [], []
+        for _ in range(4):
+            for _ in range(4):
+                time.sleep(0.1)
+                blind.sample_run_queue()
+            seen.append(aware.reading(with_probe=False))
+            passive.append(blind.reading(with_probe=False).value)
+    finally:
+        for p in (hog, app):
+            p.kill()
+            p.wait(timeout=10)
+    assert all(r.source == "application" for r in seen), seen
+    got = statistics.median(r.value for r in seen)
+    assert 0.3 <= got <= 0.75, seen
+    assert got >= 1.2 * statistics.median(passive), (seen, passive)

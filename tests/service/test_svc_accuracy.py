@@ -13,9 +13,9 @@ import pytest
 RUNS = "/api/v1/runs"
 HOSTS = ("h0", "h1", "h2", "h3")
 #: cpu readings on every host alternate 0.2 and 0.3 every 10 s: any 60 s window on the
-#: sample grid reads 0.25 on average, taken while the run is on the core: it got 1/3 of it
+#: sample grid reads 0.25 on average, taken while the run is on the core: the share it got
 READING = 0.25
-SHARE = 1 / 3
+SHARE = READING
 N, ITERATIONS = 400, 10
 
 

@@ -9,17 +9,11 @@ from pathlib import Path
 from typing import Any, get_args
 
 import pytest
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import inspect
 
 from ppe.cli import main as cli_main
 from ppe.empirical.formats import parse
 from ppe.empirical.report import FIT_TYPES
 from ppe.service.schemas_empirical import FitType
-from ppe.service.store.db import alembic_config, make_engine
-from ppe.service.store.models import Base
 
 RUNS = "/api/v1/runs"
 FIT = "/api/v1/models/empirical"
@@ -311,23 +305,6 @@ def test_coupling_bad_input(env) -> None:  # type: ignore[no-untyped-def]
 # ------------------------------------------------------------------------ schema
 
 
-def test_migration_0005_matches_the_model_and_downgrades(db_url) -> None:  # type: ignore[no-untyped-def]
-    cfg = alembic_config(db_url)
-    command.upgrade(cfg, "head")
-    engine = make_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
-        assert [d for d in diff if "empirical_models" in repr(d)] == []
-        command.downgrade(cfg, "0004")
-        assert "empirical_models" not in inspect(engine).get_table_names()
-        assert "runs" in inspect(engine).get_table_names()
-        command.upgrade(cfg, "head")
-        assert "empirical_models" in inspect(engine).get_table_names()
-    finally:
-        engine.dispose()
-
-
 def test_the_routes_document_what_they_answer(env) -> None:  # type: ignore[no-untyped-def]
     paths = env.client.get("/openapi.json").json()["paths"]
     expected = {
@@ -336,6 +313,7 @@ def test_the_routes_document_what_they_answer(env) -> None:  # type: ignore[no-u
         ("get", FIT + "/{name}"): {"200", "401", "403", "404", "422"},
         ("delete", FIT + "/{name}"): {"204", "401", "403", "404"},
         ("post", COUPLING): {"200", "401", "403", "422"},
+        ("get", COUPLING): {"200", "401", "403"},
     }
     for (method, path), codes in expected.items():
         responses = paths[path][method]["responses"]
@@ -343,3 +321,50 @@ def test_the_routes_document_what_they_answer(env) -> None:  # type: ignore[no-u
         for code in codes - {"200", "204"}:
             schema = json.dumps(responses[code]["content"]["application/json"]["schema"])
             assert "ProblemReport" in schema or "Message" in schema, (method, path, code)
+
+
+def scaled_loop(ns: tuple[float, ...], drift: float = 1.0) -> list[Any]:
+    """Loop runs whose every time grows as n (two repetitions 1 % apart), so each kernel's
+    model is linear in n and the couplings do not change with n (unless ``drift``)."""
+    out = []
+    for n in ns:
+        for run in loop_runs(n, scale=n / 100, drift=drift ** (n / 100 - 1)):
+            run["values"] = [run["values"][0], run["values"][0] * 1.01]
+            out.append(run)
+    return out
+
+
+def test_couplings_predict_other_inputs_and_are_kept_per_loop(env) -> None:  # type: ignore[no-untyped-def]
+    post_runs(env, scaled_loop((100, 200, 400, 800)))
+    r = couple(env, kernels=["A", "B", "C"], predict=[{"n": 1600}, {"n": 200}], save=True)
+    assert r.status_code == 200, r.text
+    out = r.json()
+    far, seen = out["predictions"]
+    assert not far["measured"] and seen["measured"]
+    alpha = out["coefficients"]
+    at_100 = sum(alpha[k] * t * 1.005 for k, t in ALONE.items())  # the repetitions' mean
+    assert far["mean"] == pytest.approx(16 * at_100, rel=0.01)
+    assert far["kernels"]["B"] == pytest.approx(16 * 20.0 * 1.005, rel=0.01)
+    assert far["interval"][0] < far["mean"] < far["interval"][1]
+    assert seen["mean"] == pytest.approx(2 * at_100, rel=0.01)
+    assert out["warnings"] == [] and out["saved"] is not None
+    # kept per loop: saving again replaces it
+    again = couple(env, kernels=["A", "B", "C"], save=True).json()
+    kept = env.client.get(COUPLING, params={"app": "loop"}, headers=env.h("app")).json()
+    assert [k["id"] for k in kept] == [again["saved"]]  # one per loop: replaced
+    assert kept[0]["kernels"] == ["A", "B", "C"] and kept[0]["stable"] is True
+    assert kept[0]["report"]["coefficients"] == pytest.approx(alpha)
+    other = couple(env, kernels=["A", "B"], save=True).json()
+    kept = env.client.get(COUPLING, params={"app": "loop"}, headers=env.h("app")).json()
+    assert sorted(k["id"] for k in kept) == sorted([again["saved"], other["saved"]])
+
+
+def test_reusing_unstable_couplings_says_so_and_widens(env) -> None:  # type: ignore[no-untyped-def]
+    post_runs(env, scaled_loop((100, 200, 400, 800), drift=1.1))
+    out = couple(env, kernels=["A", "B", "C"], predict=[{"n": 1600}, {"n": 200}]).json()
+    assert out["isocoupling"]["stable"] is False
+    assert len(out["warnings"]) == 1 and "C+A" in out["warnings"][0]
+    far, seen = out["predictions"]
+    assert far["std"] / far["mean"] > 2 * seen["std"] / seen["mean"]
+    refused(couple(env, kernels=["A", "B"], predict=[{"m": 3}]), "empirical", "predict.m")
+    assert env.client.get(COUPLING, headers=env.h("app")).json() == []

@@ -48,8 +48,11 @@ def test_forecast_contract_fields(env, trace) -> None:  # type: ignore[no-untype
         "age_s",
         "multimode",
         "forecast",
+        "support",
+        "fallback",
     ):
         assert key in body, key
+    assert body["support"] is None and body["fallback"] is None  # one sample: no analogues
     assert body["samples"] == 600
     assert body["distribution"]["kind"] in ("point", "normal", "mixture")
     lo, hi = body["interval"]
@@ -58,6 +61,13 @@ def test_forecast_contract_fields(env, trace) -> None:  # type: ignore[no-untype
     # A longer horizon averages more: its spread is no wider than one sample's.
     long = env.client.get("/api/v1/forecasts/h1/cpu?horizon=14400", headers=env.h("app")).json()
     assert long["std"] <= body["std"] + 1e-9
+    # two days of history cannot support a one-day horizon: the answer says so
+    day = env.client.get("/api/v1/forecasts/h1/cpu?horizon=86400", headers=env.h("app")).json()
+    assert day["fallback"] in ("blend", "unconditional") and 0 <= day["support"] < 10
+    past = env.client.get(
+        f"/api/v1/forecasts/h1/cpu?horizon=86400&at={float(ts[500])}", headers=env.h("app")
+    ).json()
+    assert past["fallback"] in ("blend", "unconditional") and past["support"] < 10
 
 
 def test_forecast_as_of_a_past_time_ignores_later_data(env, trace) -> None:  # type: ignore[no-untyped-def]

@@ -10,16 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import insert, inspect
+from sqlalchemy import insert
 
 from ppe.cli import main as cli_main
 from ppe.empirical.runs import MAX_BATCH, MAX_REPORT_BYTES
 from ppe.service.config import RetentionPolicy
-from ppe.service.store.db import alembic_config, make_engine
-from ppe.service.store.models import Base, ServedLog
+from ppe.service.store.db import make_engine
+from ppe.service.store.models import ServedLog
 from ppe.service.store.retention import run_pass
 
 RUNS = "/api/v1/runs"
@@ -372,28 +369,7 @@ def test_import_refuses_what_the_api_refuses_and_stores_nothing(env, tmp_path, c
     assert listed(env) == []
 
 
-# ------------------------------------------------------------------------ migration
-
-
-def test_migration_0004_matches_the_model_and_downgrades(db_url) -> None:  # type: ignore[no-untyped-def]
-    cfg = alembic_config(db_url)
-    command.upgrade(cfg, "head")
-    engine = make_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
-        about_runs = [d for d in diff if "runs" in repr(d)]
-        assert about_runs == []
-        fks = inspect(engine).get_foreign_keys("runs")
-        assert [(fk["referred_table"], fk["options"].get("ondelete")) for fk in fks] == [
-            ("served_log", "SET NULL")
-        ]
-        command.downgrade(cfg, "0003")
-        assert "runs" not in inspect(engine).get_table_names()
-        command.upgrade(cfg, "head")
-        assert "runs" in inspect(engine).get_table_names()
-    finally:
-        engine.dispose()
+# ------------------------------------------------------------------------ schema
 
 
 def test_the_routes_document_what_they_answer(env) -> None:  # type: ignore[no-untyped-def]

@@ -7,14 +7,8 @@ import time
 from typing import Any
 
 import pytest
-from alembic import command
-from alembic.autogenerate import compare_metadata
-from alembic.migration import MigrationContext
-from sqlalchemy import inspect
 
 from ppe.core.grammar import MAX_DEPTH
-from ppe.service.store.db import alembic_config, make_engine
-from ppe.service.store.models import Base
 
 from .conftest import Env
 
@@ -233,6 +227,40 @@ def test_a_group_takes_its_worst_link_and_the_mean_of_its_properties(env: Env) -
     assert single["system"] == "h1"
 
 
+def test_a_named_group_is_a_system_by_its_name(env: Env) -> None:
+    seed_systems(env)
+    assert post(env, tmpl()).status_code == 201
+    g = "/api/v1/groups"
+    r = env.client.put(f"{g}/rack1", json={"members": ["h0", "h1"]}, headers=env.h("operator"))
+    assert r.status_code == 200, r.text
+    assert r.json()["members"] == ["h0", "h1"]
+    by_name, listed = evaluate(env, params=PARAMS, systems=["rack1", "h0,h1"]).json()["results"]
+    assert by_name["system"] == "rack1" and by_name["hosts"] == ["h0", "h1"]
+    assert by_name["value"] == pytest.approx(listed["value"], rel=1e-12)
+    every = evaluate(env, params=PARAMS).json()["results"]
+    assert [s["system"] for s in every] == ["h0", "h1", "h2", "rack1"]
+    # bad groups change nothing; an app token reads but cannot write
+    bad = [
+        ({"members": ["h0", "h9"]}, "members[1]"),
+        ({"members": ["h0", "h0"]}, "members"),
+        ({"members": []}, "members"),
+    ]
+    for body, field in bad:
+        r = env.client.put(f"{g}/rack1", json=body, headers=env.h("operator"))
+        assert r.status_code == 422 and r.json()["detail"][0]["field"] == field, r.text
+    r = env.client.put(f"{g}/h2", json={"members": ["h0"]}, headers=env.h("operator"))
+    assert r.status_code == 422 and "resource's name" in r.text
+    assert (
+        env.client.put(f"{g}/x", json={"members": ["h0"]}, headers=env.h("app")).status_code == 403
+    )
+    assert [x["name"] for x in env.client.get(g, headers=env.h("app")).json()] == ["rack1"]
+    assert env.client.get(f"{g}/rack1", headers=env.h("app")).json()["members"] == ["h0", "h1"]
+    assert env.client.delete(f"{g}/rack1", headers=env.h("operator")).status_code == 204
+    assert env.client.get(f"{g}/rack1", headers=env.h("app")).status_code == 404
+    r = evaluate(env, params=PARAMS, systems=["rack1"])
+    assert r.status_code == 404  # now an unknown resource
+
+
 def test_a_system_lacking_a_measured_figure_is_told_what_would_supply_it(env: Env) -> None:
     seed_systems(env)
     assert post(env, tmpl(text="N * MPISR(L)")).status_code == 201
@@ -279,23 +307,3 @@ def test_evaluating_an_unknown_template_is_404(env: Env) -> None:
     r = evaluate(env, params={}, systems=None)
     assert r.status_code == 404
     assert r.json()["detail"][0]["field"] == "path.name"
-
-
-def test_migration_0006_matches_the_model_and_downgrades(db_url: str) -> None:
-    cfg = alembic_config(db_url)
-    command.upgrade(cfg, "head")
-    engine = make_engine(db_url)
-    try:
-        with engine.connect() as conn:
-            diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
-        assert [d for d in diff if "templates" in repr(d)] == []
-        fks = inspect(engine).get_foreign_keys("templates")
-        assert [(fk["referred_table"], fk["options"].get("ondelete")) for fk in fks] == [
-            ("api_tokens", "SET NULL")
-        ]
-        command.downgrade(cfg, "0004")
-        assert "templates" not in inspect(engine).get_table_names()
-        command.upgrade(cfg, "head")
-        assert "templates" in inspect(engine).get_table_names()
-    finally:
-        engine.dispose()

@@ -42,6 +42,7 @@ from .checker import compile_model, validate_model
 from .expression import CompiledExpression, Function, compile_expression, define_function
 from .limits import MAX_CHAIN, MAX_DEFINITIONS, MAX_DEPTH, GrammarLimitError
 from .nodes import (
+    EMPIRICAL,
     Agg,
     BinOp,
     BoolOp,
@@ -49,6 +50,7 @@ from .nodes import (
     Compare,
     Definition,
     Domain,
+    Empirical,
     IfExpr,
     Index,
     Name,
@@ -60,6 +62,7 @@ from .nodes import (
     Require,
     Statement,
     first_token,
+    preorder,
     unparse,
 )
 from .parser import parse
@@ -70,11 +73,15 @@ from .symbols import (
     RESERVED,
     Builtin,
     CompiledModel,
+    EmpiricalSource,
     ParamSpec,
 )
 from .tokens import KEYWORDS, Token, tokenize
 
 __all__ = [
+    "EMPIRICAL",
+    "Empirical",
+    "EmpiricalSource",
     "BUILTINS",
     "FUNCTIONS",
     "KEYWORDS",
@@ -111,6 +118,7 @@ __all__ = [
     "compile_model",
     "define_function",
     "first_token",
+    "preorder",
     "parse",
     "tokenize",
     "unparse",

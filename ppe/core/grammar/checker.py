@@ -18,6 +18,7 @@ from .nodes import (
     Call,
     Compare,
     Definition,
+    Empirical,
     IfExpr,
     Index,
     Name,
@@ -48,6 +49,7 @@ class _Checker:
         self.refs: dict[str, list[tuple[str, Token]]] = {}
         self.stoch: dict[str, bool] = {}
         self.free: dict[int, frozenset[str]] = {}
+        self.empirical: list[Empirical] = []
 
     def err(self, message: str, tok: Token, name: str | None = None) -> None:
         self.errors.append(
@@ -134,6 +136,9 @@ class _Checker:
                 else:
                     self.unknown(node.func, node.tok, scope)
             return frozenset().union(*(sc(a, scope, owner, in_req) for a in node.args))
+        if isinstance(node, Empirical):
+            self.check_empirical(node, scope, owner, in_req)
+            return frozenset()
         if isinstance(node, Agg):
             if in_req:
                 self.err("aggregations are not allowed in 'require'", node.tok)
@@ -181,6 +186,35 @@ class _Checker:
         else:
             self.unknown(nm, node.tok, scope)
         return frozenset()
+
+    def check_empirical(
+        self, node: Empirical, scope: set[str], owner: str | None, in_req: bool
+    ) -> None:
+        """A point of parameters, P and numbers only: the model is read once per prediction,
+        the same value for every host (one source of randomness, shared)."""
+        if in_req:
+            self.err("'require' may only use parameters and P, not empirical(...)", node.tok)
+            return
+        if len(node.ref) == 2 and "+" in node.ref[1]:
+            self.err(
+                f"{node.ref[1]!r} is a pair of kernels run together; name one kernel", node.tok
+            )
+        seen: set[str] = set()
+        for name, arg in zip(node.names, node.args, strict=True):
+            if name in seen:
+                self.err(f"empirical(...) names {name!r} twice", node.tok, name)
+            seen.add(name)
+            self.scope_check(arg, scope, owner, in_req)
+            bad = _outside_point(arg, set(self.param_names))
+            if bad is not None:
+                self.err(
+                    f"the point of empirical(...) may use parameters, P and numbers only, "
+                    f"not {unparse(bad)!r} ({name} = {unparse(arg)})",
+                    first_token(bad),
+                    name,
+                )
+        if owner is not None:
+            self.empirical.append(node)
 
     def check_index(self, node: Index, scope: set[str], owner: str | None, in_req: bool) -> None:
         nm, k = node.name, len(node.args)
@@ -288,6 +322,10 @@ class _Checker:
             if not node.args:
                 self.err(f"{node.func}() needs at least one argument", node.tok)
             return "num", any([self.typecheck(a, "num") for a in node.args])
+        if isinstance(node, Empirical):
+            for a in node.args:
+                self.deterministic(a, "the point of empirical(...)")
+            return "num", True
         if isinstance(node, Agg):
             for a in node.domain.args:
                 self.deterministic(a, "an aggregation domain")
@@ -338,6 +376,28 @@ class _Checker:
                 self.err(f"the model must define {shape}", last, name)
             elif len(d.indices) != arity:
                 self.err(f"{name} must be defined as {shape}", d.tok, name)
+
+
+def _outside_point(node: Node, params: set[str]) -> Node | None:
+    """The first part of ``node`` that is not a parameter, ``P``, a number or arithmetic, a
+    condition or ``max``/``min`` over those (what an empirical(...) point may use)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, Name):
+            if n.name not in params and n.name != "P":
+                return n
+        elif isinstance(n, BinOp | Compare | BoolOp):
+            stack.extend((n.right, n.left))
+        elif isinstance(n, Neg | Not):
+            stack.append(n.operand)
+        elif isinstance(n, IfExpr):
+            stack.extend((n.orelse, n.then, n.cond))
+        elif isinstance(n, Call) and n.func in FUNCTIONS:
+            stack.extend(reversed(n.args))
+        elif not isinstance(n, NumberLit):
+            return n
+    return None
 
 
 def _constant(node: Node) -> float | None:
@@ -443,4 +503,5 @@ def compile_model(text: str) -> CompiledModel:
         stochastic=dict(checker.stoch),
         canonical={name: _canonical(d) for name, d in checker.defs.items()},
         free_vars=checker.free,
+        empirical_calls=tuple(checker.empirical),
     )

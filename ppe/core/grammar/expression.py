@@ -27,6 +27,7 @@ from .nodes import (
     BoolOp,
     Call,
     Compare,
+    Empirical,
     IfExpr,
     Index,
     Name,
@@ -99,6 +100,12 @@ class _ExpressionChecker:
             return "num"
         if isinstance(node, Call):
             self.call(node)
+            return "num"
+        if isinstance(node, Empirical):
+            self.err(
+                "empirical(...) is for performance models; a template's values are numbers",
+                node.tok,
+            )
             return "num"
         if isinstance(node, BinOp):
             self.want(node.left, "num")

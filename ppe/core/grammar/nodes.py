@@ -7,6 +7,7 @@ its token, so an error about it can point at line and column.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from .tokens import Token
@@ -38,6 +39,22 @@ class Index(Node):
 @dataclass(frozen=True, eq=False)
 class Call(Node):
     func: str
+    args: tuple[Node, ...]
+
+
+#: The function that reads a fitted empirical model (:class:`Empirical`).
+EMPIRICAL = "empirical"
+
+
+@dataclass(frozen=True, eq=False)
+class Empirical(Node):
+    """``empirical("app", "kernel", n = N)`` or ``empirical("model", n = N)``: a fitted empirical
+    model's stochastic value at a point; ``ref`` names the model, ``names[k] = args[k]`` the point.
+    The caller binds the models (``CompiledModel.empirical_models``); the grammar never reads them.
+    """
+
+    ref: tuple[str, ...]
+    names: tuple[str, ...]
     args: tuple[Node, ...]
 
 
@@ -119,6 +136,21 @@ class Definition:
 Statement = ParamDecl | Require | Definition
 
 
+def preorder(node: Node) -> Iterator[Node]:
+    """Every node of an expression, parents first and children in text order (iterative)."""
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        yield n
+        children: list[Node] = []
+        for child in vars(n).values():
+            if isinstance(child, Node):
+                children.append(child)
+            elif isinstance(child, tuple):
+                children.extend(c for c in child if isinstance(c, Node))
+        stack.extend(reversed(children))
+
+
 def first_token(node: Node) -> Token:
     """The leftmost token of an expression (where an error about it should point)."""
     if isinstance(node, BinOp | Compare | BoolOp):
@@ -136,6 +168,10 @@ def unparse(node: Node) -> str:
         return f"{node.name}[{', '.join(unparse(a) for a in node.args)}]"
     if isinstance(node, Call):
         return f"{node.func}({', '.join(unparse(a) for a in node.args)})"
+    if isinstance(node, Empirical):
+        refs = [f'"{r}"' for r in node.ref]
+        point = [f"{k} = {unparse(a)}" for k, a in zip(node.names, node.args, strict=True)]
+        return f"empirical({', '.join([*refs, *point])})"
     if isinstance(node, Agg):
         return f"{node.op}({node.var} in {unparse(node.domain)}: {unparse(node.body)})"
     if isinstance(node, Domain):

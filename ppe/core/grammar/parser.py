@@ -19,6 +19,7 @@ from .limits import (
     depth_message,
 )
 from .nodes import (
+    EMPIRICAL,
     Agg,
     BinOp,
     BoolOp,
@@ -26,6 +27,7 @@ from .nodes import (
     Compare,
     Definition,
     Domain,
+    Empirical,
     IfExpr,
     Index,
     Name,
@@ -316,6 +318,8 @@ class _Parser:
                 opener = self.advance()
                 if tok.text in _AGG_FUNCS and self.at("NAME") and self.peek().text == "in":
                     return self.aggregation(tok, opener)
+                if tok.text == EMPIRICAL:
+                    return self.empirical(tok, opener)
                 args = self.arglist(opener, ")")
                 return self.made(Call(tok, tok.text, args), self.height(*args))
             return Name(tok, tok.text)
@@ -330,6 +334,24 @@ class _Parser:
             args.append(self.expr())
         self.close(opener, close)
         return tuple(args)
+
+    def empirical(self, tok: Token, opener: Token) -> Node:
+        """``empirical("app", "kernel", name = expr, ...)`` or ``empirical("model", ...)``."""
+        usage = 'empirical("model") or empirical("app", "kernel"), then the point as name = value'
+        ref = [self.expect("STRING", what=f"a name in double quotes: {usage}").text[1:-1]]
+        names: list[str] = []
+        args: list[Node] = []
+        while self.at("OP", ","):
+            self.advance()
+            if self.at("STRING") and not names and len(ref) == 1:
+                ref.append(self.advance().text[1:-1])
+                continue
+            names.append(self.expect("NAME", what=f"a parameter name: {usage}").text)
+            self.expect("OP", "=", what=f"'=' after {names[-1]!r}: {usage}")
+            args.append(self.expr())
+        self.close(opener, ")")
+        node = Empirical(tok, tuple(ref), tuple(names), tuple(args))
+        return self.made(node, self.height(*args))
 
     def aggregation(self, tok: Token, opener: Token) -> Node:
         var = self.advance().text

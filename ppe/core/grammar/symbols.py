@@ -3,10 +3,12 @@ what compiling it yields (:class:`CompiledModel`)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from .nodes import Definition, Require
+from ..stochastic import StochasticValue
+from .nodes import EMPIRICAL, Definition, Empirical, Index, Name, Require, preorder
 from .tokens import KEYWORDS
 
 
@@ -32,7 +34,7 @@ BUILTINS: dict[str, Builtin] = {
     )
 }
 FUNCTIONS = frozenset({"max", "min"})
-RESERVED = frozenset(BUILTINS) | FUNCTIONS | {"sum", "hosts", "neighbours"} | KEYWORDS
+RESERVED = frozenset(BUILTINS) | FUNCTIONS | {"sum", "hosts", "neighbours", EMPIRICAL} | KEYWORDS
 #: Components a model must define: the per-host time and the makespan.
 REQUIRED = {"HostTime": 1, "ExecTime": 0}
 
@@ -43,6 +45,13 @@ class ParamSpec:
     aliases: tuple[str, ...]
     default: float | None
     line: int
+
+
+class EmpiricalSource(Protocol):
+    """What ``empirical(...)`` reads: a fitted model's run time at a point, as a stochastic
+    value (``ppe.empirical.EmpiricalModel`` is one)."""
+
+    def to_stochastic(self, point: Mapping[str, float]) -> StochasticValue: ...
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,27 @@ class CompiledModel:
     canonical: dict[str, str]
     #: free index variables of every expression node, by ``id(node)``
     free_vars: dict[int, frozenset[str]] = field(repr=False)
+    #: the ``empirical(...)`` calls, in text order
+    empirical_calls: tuple[Empirical, ...] = ()
+    #: the fitted models they read, by reference (``("app", "kernel")`` or ``("model",)``):
+    #: bound by :func:`ppe.core.bind_empirical`, never by the text
+    empirical_models: Mapping[tuple[str, ...], EmpiricalSource] = field(
+        default_factory=dict, repr=False, compare=False
+    )
+    #: names what is bound, for memo keys: the text's digest is not enough once models are
+    binding: str = ""
+
+    def uses(self, name: str) -> bool:
+        """Whether a component reads ``name`` (``Benchmark``: the hosts need a dedicated speed)."""
+        return any(
+            isinstance(node, Name | Index) and node.name == name
+            for d in self.definitions.values()
+            for node in preorder(d.body)
+        )
+
+    def empirical_refs(self) -> tuple[tuple[str, ...], ...]:
+        """The distinct models the text reads, in order of first use."""
+        return tuple(dict.fromkeys(c.ref for c in self.empirical_calls))
 
     def param(self, name: str) -> ParamSpec | None:
         for spec in self.params:
@@ -78,4 +108,5 @@ class CompiledModel:
                 {"name": d.name, "indices": list(d.indices), "stochastic": self.stochastic[d.name]}
                 for d in self.definitions.values()
             ],
+            "empirical": [list(ref) for ref in self.empirical_refs()],
         }

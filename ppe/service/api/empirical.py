@@ -16,7 +16,7 @@ from contextlib import contextmanager
 from functools import partial
 from typing import Annotated, Any
 
-from fastapi import APIRouter, Depends, Path, Request, Response, status
+from fastapi import APIRouter, Depends, Path, Query, Request, Response, status
 from sqlalchemy.orm import Session
 
 from ppe.empirical.errors import EmpiricalError
@@ -29,16 +29,20 @@ from ppe.service.empirical import (
     fit_of,
     fit_stored,
     list_stored,
+    predict_coupling,
+    save_coupling,
     save_fit,
+    stored_couplings,
     stored_model,
 )
 from ppe.service.errors import CONFLICT, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
 from ppe.service.schemas import MAX_PARAM, PARAM_PATTERN, ProblemReport
 from ppe.service.schemas_empirical import (
+    CouplingAnswer,
     CouplingIn,
-    CouplingOut,
     EmpiricalFitIn,
     EmpiricalFitted,
+    StoredCouplingOut,
     StoredEmpiricalOut,
     StoredEmpiricalSummary,
 )
@@ -238,14 +242,15 @@ def delete_empirical(
 # ---------------------------------------------------------------------------- coupling
 
 
-@router.post("/coupling", response_model=CouplingOut, responses=UNFIT)
+@router.post("/coupling", response_model=CouplingAnswer, responses=UNFIT)
 def post_coupling(
     body: CouplingIn,
     session: SessionDep,
     _role: Annotated[str, Depends(require(*APP_USE))],
 ) -> dict[str, Any]:
     """Couplings ``C_AB = P_AB / (P_A + P_B)`` of a loop of kernels and each kernel's
-    coefficient, per input and averaged, with whether they are stable across inputs."""
+    coefficient, per input and averaged, with whether they are stable across inputs; the
+    loop's time at other inputs (``predict``) and, with ``save``, kept for the system."""
     with empirical_errors(_coupling_field):
         report = coupling_stored(
             session,
@@ -256,4 +261,45 @@ def post_coupling(
             body.params,
             body.tolerance,
         )
-    return {"app": body.app, "metric": body.metric, "system": body.system, **report.to_dict()}
+    answer = {"app": body.app, "metric": body.metric, "system": body.system, **report.to_dict()}
+    points = [{**(body.params or {}), **p} for p in body.predict]
+    with empirical_errors(_point_field("predict")):
+        predictions = predict_coupling(session, report, body.app, body.metric, body.system, points)
+    warnings = []
+    iso = answer["isocoupling"]
+    if any(not p.measured for p in predictions) and iso["stable"] is not True:
+        warnings.append(f"couplings reused at inputs not measured: {iso['message']}")
+    saved = None
+    if body.save:
+        saved = save_coupling(session, body.app, body.metric, body.system, answer).id
+        commit(session)
+    return {
+        **answer,
+        "predictions": [p.to_dict() for p in predictions],
+        "warnings": warnings,
+        "saved": saved,
+    }
+
+
+@router.get("/coupling", response_model=list[StoredCouplingOut])
+def list_couplings(
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*APP_USE))],
+    app: Annotated[str | None, Query(max_length=128)] = None,
+    system: Annotated[str | None, Query(max_length=1024)] = None,
+) -> list[dict[str, Any]]:
+    """Couplings kept with ``save``, per application, metric, system and loop."""
+    return [
+        {
+            "id": c.id,
+            "app": c.app,
+            "metric": c.metric,
+            "system": c.system,
+            "kernels": c.kernels,
+            "coefficients": c.coefficients,
+            "stable": c.stable,
+            "computed_at": c.computed_at,
+            "report": c.report,
+        }
+        for c in stored_couplings(session, app, system)
+    ]

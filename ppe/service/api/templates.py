@@ -22,6 +22,7 @@ from forecaster import InsufficientData
 from ppe.core import GrammarError
 from ppe.empirical.systems import HostFigures, System, system_of
 from ppe.empirical.templates import compile_template, evaluate_on_systems
+from ppe.service.api.groups import group_members
 from ppe.service.auth import APP_USE, READ, Principal, authorize, require
 from ppe.service.deps import ForecastCacheDep, SessionDep, commit
 from ppe.service.errors import (
@@ -43,7 +44,7 @@ from ppe.service.schemas_templates import (
     TemplateValues,
 )
 from ppe.service.store.db import release
-from ppe.service.store.models import LINK_METRICS, Resource, Series, Template
+from ppe.service.store.models import LINK_METRICS, Resource, ResourceGroup, Series, Template
 
 router = APIRouter(tags=["templates"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 AppUser = Annotated[Principal, Depends(authorize(*APP_USE))]
@@ -176,13 +177,16 @@ def evaluate_template(
 
 
 def _members(wanted: Sequence[str] | None, session: Session) -> list[tuple[str, list[str]]]:
-    """(system, its resources) per system asked for; every registered resource for None."""
+    """(system, its resources) per system asked for: a resource, a named group (its members)
+    or ``"h0,h1"``; every registered resource and every named group for None."""
     if wanted is None:
         names = session.execute(select(Resource.name).order_by(Resource.name)).scalars()
-        return [(n, [n]) for n in names]
+        groups = session.execute(select(ResourceGroup).order_by(ResourceGroup.name)).scalars()
+        return [(n, [n]) for n in names] + [(g.name, list(g.members)) for g in groups]
     out = []
     for i, system in enumerate(wanted):
-        members = system.split(",")
+        named = None if "," in system else group_members(session, system)
+        members = named if named is not None else system.split(",")
         if len(set(members)) != len(members):
             raise problem(422, f"system {system!r} names a resource twice", f"systems[{i}]")
         out.append((system, members))

@@ -143,6 +143,43 @@ class Template(Base):
     )
 
 
+class ResourceGroup(Base):
+    """A named group of resources: one system made of several hosts (``members``, in order)."""
+
+    __tablename__ = "resource_groups"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(255), unique=True)
+    members: Mapped[list[str]] = mapped_column(JSON)
+    description: Mapped[str] = mapped_column(Text, default="")
+    updated_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class StoredCoupling(Base):
+    """A loop's kernel couplings for one application, metric and system (Prophecy's third
+    method), kept with ``save``: ``report`` is the answer of POST /api/v1/coupling. One per
+    loop: ``system_key`` is the system or "" (a unique key cannot hold NULL), ``loop`` the
+    kernels joined by " > "."""
+
+    __tablename__ = "couplings"
+    __table_args__ = (
+        UniqueConstraint(
+            "app", "metric", "system_key", "loop", name="uq_couplings_app_metric_system_loop"
+        ),
+        Index("ix_couplings_app", "app"),
+    )
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    app: Mapped[str] = mapped_column(String(128))
+    metric: Mapped[str] = mapped_column(String(64))
+    system: Mapped[str | None] = mapped_column(String(1024), nullable=True)
+    system_key: Mapped[str] = mapped_column(String(1024))
+    loop: Mapped[str] = mapped_column(String(2048))
+    kernels: Mapped[list[str]] = mapped_column(JSON)
+    coefficients: Mapped[dict[str, Any]] = mapped_column()
+    stable: Mapped[bool | None] = mapped_column(Boolean, nullable=True)
+    report: Mapped[dict[str, Any]] = mapped_column()
+    computed_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
 class ReplayJob(Base):
     __tablename__ = "replay_jobs"
     id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)

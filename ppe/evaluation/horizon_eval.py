@@ -1,0 +1,363 @@
+"""``ppe forecast-eval --horizons``: score horizon forecasts on recorded traces, causally.
+
+The protocol is the one an outside client runs against ``GET /forecasts/{r}/cpu?horizon=H&at=T``
+(the whole trace posted): for each trace, random forecast times ``T`` (seeded per trace and
+horizon), history strictly before ``T``, and the distribution of the mean CPU availability over
+``[T, T + H)`` as the service computes it (:func:`forecast_case`: the same ``snap_horizon``,
+:func:`forecaster.series_distribution`, interval and clipping to [0, 1] as
+``ForecastCache._forecast_at`` / :func:`forecaster.forecast_series`). The realised value is the
+mean of the samples in ``[T, T + H)``; a time whose window holds less than half of the samples
+it should (the 31-hour gap, a dead stretch) is drawn again.
+
+Three methods are scored on the same cases (five with ``--switching``):
+
+- ``forecaster``: what the service answers today (analogues with the honest fallback);
+- ``analog_legacy``: the analogue method before the fallback (``LEGACY_ANALOG``);
+- ``switching``: the semi-Markov switching model (:mod:`forecaster.switching`) where the
+  history has several modes, the forecaster's answer elsewhere (tried, not adopted);
+- ``combined``: an equal mixture of ``switching`` and ``forecaster`` where the forecaster falls
+  back, the forecaster's answer elsewhere (tried, not adopted);
+- ``unconditional``: the empirical distribution of the means of *all* past windows of length
+  ``H`` in the history the service holds, each start sample one window.
+
+The history is cut to the newest ``SERVICE_HISTORY`` samples before ``T``, as the service's
+store read is (``Settings.history_limit``, 5000: 17 days of 5-minute samples).
+
+Scores: coverage of the nominal 95 % interval, its mean width, the pinball loss at 2.5 % and
+97.5 % (their average), and the MAE of the forecast mean against the realised mean; per horizon
+and per host category. The category is decided from the last 7 days before ``T`` only
+(:func:`category`), in this order:
+
+- ``bimodal``: at least 5 % of samples below 0.35 *and* at least 5 % above 0.85;
+- ``idle``: the 5th percentile at or above 0.9;
+- ``steady``: standard deviation at most 0.05;
+- ``variable``: everything else.
+"""
+
+from __future__ import annotations
+
+import io
+import math
+import zlib
+from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG, AnalogOptions
+from forecaster.api import _prepare, series_distribution
+from forecaster.distribution import Distribution
+from forecaster.history import FloatArray
+from forecaster.horizon import sample_spacing, snap_horizon
+from forecaster.switching import mixed, switching_horizon
+from ppe.traces import expand_paths, read_trace
+
+DEFAULT_HORIZONS = (300.0, 3600.0, 21600.0, 86400.0, 259200.0)
+METHODS = ("forecaster", "analog_legacy", "unconditional")
+#: Tried against the analogues, scored with ``--switching`` (not what the service answers).
+EXPERIMENTS = ("switching", "combined")
+CATEGORIES = ("steady", "variable", "bimodal", "idle")
+CONFIDENCE = 0.95
+CPU_BOUNDS = (0.0, 1.0)
+CATEGORY_WINDOW_S = 7 * 86400.0
+#: Fewest realised samples a window must hold, as a share of what its length should hold.
+MIN_REALISED = 0.5
+COVERAGE_BAND = (0.93, 0.97)
+#: Samples the service reads before ``at`` (ppe.service.config.Settings.history_limit default).
+SERVICE_HISTORY = 5000
+
+
+@dataclass(frozen=True)
+class HorizonOptions:
+    horizons: tuple[float, ...] = DEFAULT_HORIZONS
+    cases: int = 400  # per horizon over all traces (spread evenly)
+    seed: int = 0
+    min_history_s: float = 2 * 86400.0  # history before the first possible T
+    keep_dead: bool = False
+    switching: bool = False  # also score the semi-Markov model and its mix with the forecaster
+
+
+def category(ts: FloatArray, xs: FloatArray, now: float) -> str:
+    """The host's behaviour over the 7 days before ``now`` (module docstring's rule)."""
+    recent = xs[(ts < now) & (ts >= now - CATEGORY_WINDOW_S)]
+    if recent.size == 0:
+        return "variable"
+    if np.mean(recent < 0.35) >= 0.05 and np.mean(recent > 0.85) >= 0.05:
+        return "bimodal"
+    if np.percentile(recent, 5) >= 0.9:
+        return "idle"
+    if float(recent.std()) <= 0.05:
+        return "steady"
+    return "variable"
+
+
+def unconditional(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) -> FloatArray:
+    """Means of every past window of ``horizon_s`` (in samples) that ends before ``now``; the
+    values themselves when the history is shorter than one window."""
+    keep = ts < now
+    t, x = ts[keep], xs[keep]
+    width = max(1, int(round(horizon_s / sample_spacing(t))))
+    if x.size < width:
+        return x
+    csum = np.concatenate(([0.0], np.cumsum(x)))
+    out: FloatArray = (csum[width:] - csum[:-width]) / width
+    return out
+
+
+def _summary(dist: Distribution) -> tuple[float, float, float]:
+    """Mean and central 95 % interval, clipped to [0, 1] as the service does."""
+    lo, hi = dist.interval(CONFIDENCE)
+    clip = CPU_BOUNDS
+    return (
+        min(max(dist.mean, clip[0]), clip[1]),
+        min(max(lo, clip[0]), clip[1]),
+        min(max(hi, clip[0]), clip[1]),
+    )
+
+
+def forecast_case(
+    timestamps: FloatArray,
+    values: FloatArray,
+    now: float,
+    horizon_s: float,
+    experiments: bool = False,
+) -> dict[str, Any]:
+    """Every method's forecast of the mean over ``[now, now + horizon_s)`` and the host's
+    category, from samples strictly before ``now`` (the arrays may hold the future: it is cut
+    here, as the service's store read does)."""
+    ts, xs = _prepare(timestamps, values, now)
+    ts, xs = ts[-SERVICE_HISTORY:], xs[-SERVICE_HISTORY:]
+    snapped = snap_horizon(horizon_s)
+    out: dict[str, Any] = {"category": category(ts, xs, now)}
+    served = _service_distribution(ts, xs, now, snapped, CPU_ANALOG)
+    legacy = _service_distribution(ts, xs, now, snapped, LEGACY_ANALOG)
+    dists = {"forecaster": served, "analog_legacy": legacy}
+    if experiments:
+        switching = switching_horizon(ts, xs, now, snapped) if snapped is not None else None
+        dists["switching"] = served if switching is None else switching
+        dists["combined"] = (
+            served if switching is None or not served.fallback else mixed(served, switching)
+        )
+    for name, dist in dists.items():
+        mean, lo, hi = _summary(dist)
+        out[name] = {"mean": mean, "lower": lo, "upper": hi}
+    out["forecaster"].update(support=served.support, fallback=served.fallback)
+    sample = unconditional(ts, xs, now, horizon_s)
+    lo, hi = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    out["unconditional"] = {"mean": float(sample.mean()), "lower": float(lo), "upper": float(hi)}
+    return out
+
+
+def _service_distribution(
+    ts: FloatArray, xs: FloatArray, now: float, horizon_s: float | None, opts: AnalogOptions
+) -> Distribution:
+    return series_distribution(ts, xs, now=now, horizon_s=horizon_s, analog=opts)
+
+
+def realised(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) -> float | None:
+    """Mean of the samples in ``[now, now + horizon_s)``; None when too few are there."""
+    inside = (ts >= now) & (ts < now + horizon_s)
+    need = max(1, int(MIN_REALISED * horizon_s / sample_spacing(ts)))
+    if int(inside.sum()) < need:
+        return None
+    return float(xs[inside].mean())
+
+
+def forecast_times(
+    ts: FloatArray, xs: FloatArray, name: str, horizon_s: float, count: int, opts: HorizonOptions
+) -> list[tuple[float, float]]:
+    """``count`` seeded random times (with their realised means) that leave ``min_history_s``
+    before and a realisable window after; fewer when the trace cannot hold them."""
+    first, last = float(ts[0]) + opts.min_history_s, float(ts[-1]) - horizon_s
+    if last <= first:
+        return []
+    rng = np.random.default_rng([opts.seed, zlib.crc32(name.encode()), int(horizon_s)])
+    out: list[tuple[float, float]] = []
+    for _ in range(20 * count):
+        if len(out) == count:
+            break
+        t = float(rng.uniform(first, last))
+        y = realised(ts, xs, t, horizon_s)
+        if y is not None:
+            out.append((t, y))
+    return out
+
+
+def evaluate_trace(path: str, opts: HorizonOptions, per_trace: int) -> dict[str, Any]:
+    """Every case of one trace (JSON-ready, picklable for worker processes)."""
+    with threadpool_limits(limits=1):
+        trace = read_trace(path)
+        used = trace if opts.keep_dead else trace.alive()
+        ts, xs = used.timestamps, used.availability
+        cases = []
+        for h in opts.horizons:
+            for t, y in forecast_times(ts, xs, trace.name, h, per_trace, opts):
+                case = forecast_case(ts, xs, t, h, opts.switching)
+                case.update(horizon_s=h, at=t, actual=y)
+                cases.append(case)
+    return {"file": str(path), "name": trace.name, "cases": cases}
+
+
+def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
+    """Coverage, mean width, mean pinball loss at 2.5 / 97.5 % and MAE of the mean."""
+    if not cases:
+        return {"n": 0}
+    y = np.array([c["actual"] for c in cases])
+    lo = np.array([c[method]["lower"] for c in cases])
+    hi = np.array([c[method]["upper"] for c in cases])
+    mean = np.array([c[method]["mean"] for c in cases])
+    q_lo, q_hi = (1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2
+    pinball = (_pinball(y, lo, q_lo) + _pinball(y, hi, q_hi)) / 2
+    return {
+        "n": len(cases),
+        "coverage": float(np.mean((y >= lo - 1e-12) & (y <= hi + 1e-12))),
+        "width": float(np.mean(hi - lo)),
+        "pinball": float(np.mean(pinball)),
+        "mae": float(np.mean(np.abs(y - mean))),
+    }
+
+
+def _pinball(y: FloatArray, q_value: FloatArray, q: float) -> FloatArray:
+    d = y - q_value
+    out: FloatArray = np.maximum(q * d, (q - 1) * d)
+    return out
+
+
+def aggregate(
+    cases: Sequence[dict[str, Any]], horizons: Sequence[float], methods: Sequence[str] = METHODS
+) -> list[dict[str, Any]]:
+    """One row per horizon and category ("all" first): each method's scores, and how often the
+    forecaster fell back."""
+    rows = []
+    for h in horizons:
+        at_h = [c for c in cases if c["horizon_s"] == h]
+        for cat in ("all", *CATEGORIES):
+            group = at_h if cat == "all" else [c for c in at_h if c["category"] == cat]
+            fallbacks = [c["forecaster"]["fallback"] for c in group]
+            rows.append(
+                {
+                    "horizon_s": h,
+                    "category": cat,
+                    "n": len(group),
+                    "fallback_share": (
+                        float(np.mean([f is not None for f in fallbacks])) if group else None
+                    ),
+                    **{m: scores(group, m) for m in methods},
+                }
+            )
+    return rows
+
+
+def run(paths: Sequence[str], opts: HorizonOptions, jobs: int = 1) -> dict[str, Any]:
+    files = [str(p) for p in expand_paths(paths)]
+    if not files:
+        raise ValueError("no trace files found")
+    per_trace = max(1, math.ceil(opts.cases / len(files)))
+    if jobs > 1:
+        with ProcessPoolExecutor(max_workers=jobs) as pool:
+            traces = list(
+                pool.map(evaluate_trace, files, [opts] * len(files), [per_trace] * len(files))
+            )
+    else:
+        traces = [evaluate_trace(f, opts, per_trace) for f in files]
+    cases = [c | {"trace": t["name"]} for t in traces for c in t["cases"]]
+    methods = (*METHODS, *EXPERIMENTS) if opts.switching else METHODS
+    rows = aggregate(cases, opts.horizons, methods)
+    return {
+        "rows": rows,
+        "checks": checks(rows),
+        "cases": cases,
+        "settings": {
+            "horizons": list(opts.horizons),
+            "cases": opts.cases,
+            "per_trace": per_trace,
+            "seed": opts.seed,
+            "min_history_s": opts.min_history_s,
+            "keep_dead": opts.keep_dead,
+            "traces": len(files),
+            "methods": list(methods),
+        },
+    }
+
+
+def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The issue's bar for the forecaster: 93-97 % coverage in every (horizon, category) row
+    with cases, and a width no wider than the unconditional baseline's; and how often its
+    pinball loss is no worse than both baselines' (the score that weighs width and misses)."""
+    scored = [r for r in rows if r["n"] > 0]
+    inside = [COVERAGE_BAND[0] <= r["forecaster"]["coverage"] <= COVERAGE_BAND[1] for r in scored]
+    narrower = [r["forecaster"]["width"] <= r["unconditional"]["width"] + 1e-12 for r in scored]
+    sharper = [
+        r["forecaster"]["pinball"]
+        <= min(r["unconditional"]["pinball"], r["analog_legacy"]["pinball"]) + 1e-12
+        for r in scored
+    ]
+    return {
+        "rows": len(scored),
+        "coverage_in_93_97": int(sum(inside)),
+        "width_le_unconditional": int(sum(narrower)),
+        "pinball_le_baselines": int(sum(sharper)),
+    }
+
+
+def render_text(report: dict[str, Any]) -> str:
+    """One rich table: per horizon and category, each method's coverage / width / pinball / MAE."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(record=True, width=240, file=io.StringIO())
+    s = report["settings"]
+    table = Table(
+        title=f"Horizon forecasts of mean CPU availability: {s['traces']} traces, "
+        f"{s['per_trace']} random times per trace and horizon (seed {s['seed']}); "
+        "cover / width / pinball / MAE"
+    )
+    methods = s.get("methods", METHODS)
+    for col in ("horizon", "category", "n", "fallback", *methods):
+        table.add_column(col, justify="left" if col in ("horizon", "category") else "right")
+    for r in report["rows"]:
+        if r["n"] == 0:
+            continue
+        cells = []
+        for m in methods:
+            sc = r[m]
+            cells.append(
+                f"{sc['coverage']:.3f} / {sc['width']:.3f} / {sc['pinball']:.4f} / {sc['mae']:.3f}"
+            )
+        table.add_row(
+            _duration(r["horizon_s"]),
+            r["category"],
+            str(r["n"]),
+            f"{r['fallback_share']:.2f}",
+            *cells,
+            style="bold" if r["category"] == "all" else None,
+        )
+    console.print(table)
+    c = report["checks"]
+    console.print(
+        f"forecaster: coverage in 93-97 % in {c['coverage_in_93_97']} of {c['rows']} rows; "
+        f"width <= unconditional in {c['width_le_unconditional']} of {c['rows']}; "
+        f"pinball <= both baselines in {c['pinball_le_baselines']} of {c['rows']}"
+    )
+    return console.export_text()
+
+
+def _duration(seconds: float) -> str:
+    if seconds >= 86400 and seconds % 86400 == 0:
+        return f"{int(seconds // 86400)} d"
+    if seconds >= 3600 and seconds % 3600 == 0:
+        return f"{int(seconds // 3600)} h"
+    if seconds >= 60 and seconds % 60 == 0:
+        return f"{int(seconds // 60)} min"
+    return f"{seconds:g} s"
+
+
+def parse_horizons(text: str) -> tuple[float, ...]:
+    """``"300,3600"`` -> (300.0, 3600.0); every horizon positive and finite."""
+    out = tuple(float(v) for v in text.split(",") if v.strip())
+    if not out or any(not (math.isfinite(h) and h > 0) for h in out):
+        raise ValueError(f"--horizons needs positive seconds, got {text!r}")
+    return out

@@ -1,0 +1,159 @@
+"""`ppe forecast-eval --horizons`: causality, the service's code path, categories, report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from forecaster import CPU_ANALOG, forecast_series, snap_horizon
+from ppe.evaluation import horizon_eval
+from ppe.evaluation.forecast_eval import main
+from ppe.traces import read_trace
+
+DAY = 86400.0
+
+
+@pytest.fixture(scope="module")
+def bimodal(traces_dir: Path) -> tuple[np.ndarray, np.ndarray]:
+    t = read_trace(traces_dir / "41.csv.gz").alive()
+    return t.timestamps, t.availability
+
+
+@pytest.mark.parametrize("horizon", [300.0, 21600.0, 259200.0])
+def test_forecast_case_does_not_look_ahead(
+    bimodal: tuple[np.ndarray, np.ndarray], horizon: float
+) -> None:
+    ts, xs = bimodal
+    now = float(ts[0]) + 9.3 * DAY
+    base = horizon_eval.forecast_case(ts, xs, now, horizon)
+    rng = np.random.default_rng(7)
+    future = ts >= now
+    other = xs.copy()
+    other[future] = rng.uniform(0.01, 1.0, int(future.sum()))
+    assert horizon_eval.forecast_case(ts, other, now, horizon) == base
+    # the same change one sample earlier is seen (the test can fail)
+    first = int(np.argmax(future))
+    other[first - 1] = 1.01 - other[first - 1]
+    moved = horizon_eval.forecast_case(ts, other, now, horizon)
+    assert (
+        moved["forecaster"] != base["forecaster"]
+        or moved["unconditional"] != (base["unconditional"])
+    )
+
+
+def test_realised_uses_only_the_window(bimodal: tuple[np.ndarray, np.ndarray]) -> None:
+    ts, xs = bimodal
+    now = float(ts[100]) + 1.0
+    inside = (ts >= now) & (ts < now + 3600)
+    assert horizon_eval.realised(ts, xs, now, 3600) == pytest.approx(float(xs[inside].mean()))
+    gap = ts.copy()
+    gap[gap >= now] += 10 * DAY  # nothing in the window: drawn again, never scored
+    assert horizon_eval.realised(gap, xs, now, 3600) is None
+
+
+def test_forecaster_is_what_the_service_answers(bimodal: tuple[np.ndarray, np.ndarray]) -> None:
+    ts, xs = bimodal
+    now = float(ts[0]) + 11.7 * DAY
+    for horizon in (3600.0, 86400.0):
+        case = horizon_eval.forecast_case(ts, xs, now, horizon)
+        fc = forecast_series(
+            ts,
+            xs,
+            now=now,
+            horizon_s=snap_horizon(horizon),
+            bounds=(0.0, 1.0),
+            analog=CPU_ANALOG,
+        )
+        assert case["forecaster"]["lower"] == pytest.approx(fc.interval[0], abs=1e-12)
+        assert case["forecaster"]["upper"] == pytest.approx(fc.interval[1], abs=1e-12)
+        assert case["forecaster"]["mean"] == pytest.approx(fc.mean, abs=1e-12)
+        assert case["forecaster"]["support"] == fc.distribution.support
+
+
+def test_categories() -> None:
+    ts = np.arange(0.0, 7 * DAY, 300.0)
+    rng = np.random.default_rng(1)
+    now = float(ts[-1]) + 1
+    idle = np.clip(0.98 + rng.normal(0, 0.005, ts.size), 0, 1)
+    steady = np.clip(0.6 + rng.normal(0, 0.01, ts.size), 0, 1)
+    variable = np.clip(0.6 + rng.normal(0, 0.15, ts.size), 0, 1)
+    bimodal = np.where((ts // 36000) % 2 == 0, 0.02, 0.99)
+    assert horizon_eval.category(ts, idle, now) == "idle"
+    assert horizon_eval.category(ts, steady, now) == "steady"
+    assert horizon_eval.category(ts, variable, now) == "variable"
+    assert horizon_eval.category(ts, bimodal, now) == "bimodal"
+    # only the past counts: the same series judged before its variable half is steady
+    mixed = np.where(ts < 3 * DAY, steady, variable)
+    assert horizon_eval.category(ts, mixed, 3 * DAY) == "steady"
+
+
+def test_unconditional_is_every_past_window() -> None:
+    ts = np.arange(0.0, 100 * 300.0, 300.0)
+    xs = np.arange(100, dtype=float) / 100
+    means = horizon_eval.unconditional(ts, xs, float(ts[50]), 3 * 300.0)
+    np.testing.assert_allclose(means, [(xs[i] + xs[i + 1] + xs[i + 2]) / 3 for i in range(48)])
+
+
+def test_scores() -> None:
+    cases = [
+        {"actual": 0.5, "m": {"mean": 0.4, "lower": 0.3, "upper": 0.7}},
+        {"actual": 0.9, "m": {"mean": 0.6, "lower": 0.3, "upper": 0.7}},
+    ]
+    s = horizon_eval.scores(cases, "m")
+    assert s["coverage"] == 0.5 and s["width"] == pytest.approx(0.4)
+    assert s["mae"] == pytest.approx(0.2)
+    # case 1: 0.025*0.2 + 0.025*0.2; case 2: 0.025*0.6 + 0.975*0.2
+    expected = ((0.005 + 0.005) / 2 + (0.015 + 0.195) / 2) / 2
+    assert s["pinball"] == pytest.approx(expected)
+
+
+def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    out = tmp_path / "h.json"
+    argv = [
+        str(traces_dir / "41.csv.gz"),
+        str(traces_dir / "198.csv.gz"),
+        "--horizons",
+        "3600,86400",
+        "--cases",
+        "6",
+        "--json",
+        "--out",
+        str(out),
+    ]
+    assert main(argv) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert json.loads(out.read_text()) == report
+    assert report["settings"]["per_trace"] == 3
+    assert len(report["cases"]) == 12
+    assert [(r["horizon_s"], r["category"]) for r in report["rows"][:2]] == [
+        (3600.0, "all"),
+        (3600.0, "steady"),
+    ]
+    top = report["rows"][0]
+    assert top["n"] == 6 and set(top) >= {"forecaster", "analog_legacy", "unconditional"}
+    assert set(top["forecaster"]) == {"n", "coverage", "width", "pinball", "mae"}
+    for case in report["cases"]:
+        assert case["at"] + case["horizon_s"] <= 1.4e9 and case["category"] in (
+            horizon_eval.CATEGORIES
+        )
+        assert 0.0 <= case["forecaster"]["lower"] <= case["forecaster"]["upper"] <= 1.0
+    # same seed, same cases
+    assert main([*argv[:-3], "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["cases"] == report["cases"]
+    assert main([str(traces_dir / "41.csv.gz"), "--horizons", "0,60"]) == 2
+    assert "positive" in capsys.readouterr().err
+
+
+def test_cli_text(traces_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = [str(traces_dir / "41.csv.gz"), "--horizons", "3600", "--cases", "3"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "1 h" in text and "bimodal" in text and "coverage in 93-97 %" in text
+    assert "switching" not in text
+    assert main([*argv, "--switching"]) == 0
+    text = capsys.readouterr().out
+    assert "switching" in text and "combined" in text

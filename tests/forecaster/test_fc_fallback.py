@@ -1,0 +1,98 @@
+"""Horizon forecasts fall back honestly when too few analogues have that much future (issue 17)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from forecaster import CPU_ANALOG, forecast_series
+from forecaster.analog import LEGACY_ANALOG, _episodes, _widening, analog_horizon
+from ppe.traces import Trace
+
+DAY = 86400.0
+SATURATED, IDLE = 0.02, 0.99
+
+
+def long_idle_after_saturated_week() -> tuple[np.ndarray, np.ndarray]:
+    """A week in which the host was saturated half of the time, in spells of 5 to 31 hours,
+    then idle for the last 28 hours (the case of issue 17)."""
+    rng = np.random.default_rng(3)
+    spells = [("idle", 6)]
+    for sat, idle in zip((5, 31, 12, 20, 8, 9), (6, 10, 14, 8, 16, 28), strict=True):
+        spells += [("sat", sat), ("idle", idle)]
+    x = np.concatenate(
+        [
+            np.clip(
+                (SATURATED if kind == "sat" else IDLE) + rng.normal(0, 0.005, hours * 12),
+                0.01,
+                1.0,
+            )
+            for kind, hours in spells
+        ]
+    )
+    return 1.7e9 + 300.0 * np.arange(x.size), x
+
+
+def test_long_idle_host_with_saturated_past_keeps_its_saturated_level() -> None:
+    ts, x = long_idle_after_saturated_week()
+    now = float(ts[-1]) + 300.0
+    week = x[ts >= now - 7 * DAY]
+    saturated_share = float(np.mean(week < 0.5))
+    assert 0.45 < saturated_share < 0.55 and np.all(x[ts >= now - 28 * 3600] > 0.9)
+
+    fc = forecast_series(ts, x, now=now, horizon_s=3 * DAY, bounds=(0.0, 1.0), analog=CPU_ANALOG)
+    lo, hi = fc.interval
+    assert lo <= SATURATED + 0.03 and hi >= IDLE - 0.03  # both levels inside the interval
+    # the saturated level weighs in proportion to the history, not "stays idle"
+    assert fc.distribution.cdf(0.5) == pytest.approx(saturated_share, abs=0.15)
+    assert fc.mean == pytest.approx(float(week.mean()), abs=0.15)
+    # and the forecast says it rests on little
+    assert fc.distribution.fallback in ("blend", "unconditional")
+    assert fc.distribution.support is not None and fc.distribution.support < 10
+    body = fc.to_dict()
+    assert (
+        body["fallback"] == fc.distribution.fallback and body["support"] == fc.distribution.support
+    )
+
+    # the analogue method as it was put most of the weight on "stays idle"
+    legacy = forecast_series(
+        ts, x, now=now, horizon_s=3 * DAY, bounds=(0.0, 1.0), analog=LEGACY_ANALOG
+    )
+    assert float(legacy.distribution.cdf(0.5)) < saturated_share - 0.2
+    assert legacy.distribution.fallback is None
+
+
+def test_supported_short_horizon_is_the_analogue_forecast(traces: dict[str, Trace]) -> None:
+    """With enough independent analogues nothing changes but the reported support."""
+    t = traces["41"]
+    now = float(t.timestamps[0]) + 12.3 * DAY
+    new = analog_horizon(t.timestamps, t.availability, now, 3600.0, CPU_ANALOG)
+    old = analog_horizon(t.timestamps, t.availability, now, 3600.0, LEGACY_ANALOG)
+    assert new is not None and old is not None
+    assert new.support is not None and new.support >= CPU_ANALOG.min_support
+    assert new.fallback is None and old.support is None
+    assert new.components == old.components
+
+
+@pytest.mark.parametrize("name", ["41", "198"])
+def test_long_horizon_on_short_history_falls_back(traces: dict[str, Trace], name: str) -> None:
+    t = traces[name]
+    now = float(t.timestamps[0]) + 5.2 * DAY
+    dist = analog_horizon(t.timestamps, t.availability, now, 3 * DAY, CPU_ANALOG)
+    assert dist is not None and dist.fallback in ("blend", "unconditional")
+    assert dist.support is not None and dist.support <= 2  # 2.2 days of complete windows
+    # history shorter than the horizon: block means of the recent values, said so
+    short = forecast_series(
+        t.timestamps, t.availability, now=float(t.timestamps[0]) + DAY, horizon_s=3 * DAY
+    )
+    assert short.distribution.fallback == "unconditional" and short.distribution.support == 0
+
+
+def test_episodes_and_widening() -> None:
+    assert _episodes(np.array([0, 1, 2, 10, 11, 25]), 10) == 3
+    assert _episodes(np.array([5, 3, 1]), 1) == 3
+    assert _episodes(np.array([], dtype=np.int64), 10) == 0
+    # Student-t predictive factor: large for a few windows, near 1 for many, 1 when off
+    assert _widening(4, CPU_ANALOG) == pytest.approx(3.182446 * np.sqrt(1.25) / 1.959964, rel=1e-5)
+    assert 1.0 < _widening(200, CPU_ANALOG) < 1.02
+    assert _widening(4, LEGACY_ANALOG) == 1.0

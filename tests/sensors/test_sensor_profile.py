@@ -1,0 +1,92 @@
+"""The profile probe, kept small and fast: its output is a valid profile with every curve,
+its curves are monotone where the memory hierarchy makes them so (with room for a loaded
+machine: no speed is asserted), sharing adds the 2-copy curves, and `ppe profile` writes a
+file the convolution reads. Tolerances are wide on purpose: other work shares the cores."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ppe.pmac import KINDS, PATTERNS, profile_from_json
+from sensors.profile import MIN_BYTES, ProbeConfig, format_profile, main, measure_profile
+
+SMALL = ProbeConfig(max_bytes=32 << 20, reps=2, min_time=0.002, copies=1, dense_n=64)
+
+
+@pytest.fixture(scope="module")
+def profile() -> Any:
+    return measure_profile(SMALL, quick=True, host="test-host")
+
+
+def test_probe_measures_every_curve_at_every_size(profile: Any) -> None:
+    sizes = SMALL.sizes()
+    assert sizes[0] == MIN_BYTES and sizes[-1] <= SMALL.max_bytes and len(sizes) == 7
+    assert {(c.pattern, c.kind, c.copies) for c in profile.memory} == {
+        (p, k, 1) for p in PATTERNS for k in KINDS
+    }
+    for c in profile.memory:
+        assert [pt.bytes for pt in c.points] == sizes
+        for pt in c.points:
+            assert len(pt.rate.samples) == SMALL.reps and pt.rate.seconds > 0
+            assert 0 <= pt.overhead_fraction < 1
+    assert set(profile.flops) == {"dense", "stencil"} and set(profile.overheads) == {"call", "view"}
+    assert profile.host == "test-host" and profile.quick
+
+
+def test_overhead_dominates_small_calls_and_vanishes_at_large_ones(profile: Any) -> None:
+    """Why the probe subtracts the per-call cost: it is most of a call at 8 KiB."""
+    read = next(c for c in profile.memory if (c.pattern, c.kind) == ("unit", "read"))
+    assert read.points[0].overhead_fraction > 0.2
+    assert read.points[-1].overhead_fraction < 0.1
+    assert read.points[0].overhead_fraction > read.points[-1].overhead_fraction
+
+
+def test_curves_do_not_get_faster_beyond_the_caches(profile: Any) -> None:
+    """32 MiB is past the private caches: no curve is faster there than at its best cached
+    size (a 50 % allowance absorbs a loaded machine), and random access never beats the
+    unit-stride stream by more than that allowance at sizes past 128 KiB."""
+    for c in profile.memory:
+        best_cached = max(pt.rate.value for pt in c.points if pt.bytes <= 512 << 10)
+        assert c.points[-1].rate.value <= 1.5 * best_cached, c.name
+    by = {(c.pattern, c.kind): c for c in profile.memory}
+    for kind in KINDS:
+        for rnd, unit in zip(by[("random", kind)].points, by[("unit", kind)].points, strict=True):
+            if rnd.bytes >= 128 << 10:
+                assert rnd.rate.value <= 1.5 * unit.rate.value
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="sharing needs 2 CPUs")
+def test_sharing_adds_the_two_copy_curves() -> None:
+    cfg = ProbeConfig(max_bytes=4 * MIN_BYTES, reps=1, min_time=0.001, copies=2, dense_n=32)
+    p = measure_profile(cfg)
+    assert p.copies_measured() == (1, 2)
+    two = [c for c in p.memory if c.copies == 2]
+    assert len(two) == len(PATTERNS) * len(KINDS)
+    assert all(len(pt.rate.samples) == 2 for c in two for pt in c.points)  # one per copy
+
+
+def test_profile_command_writes_a_readable_profile(tmp_path: Path, capsys: Any) -> None:
+    out = tmp_path / "host.json"
+    argv = ["--quick", "--max-bytes", str(4 * MIN_BYTES), "--copies", "1", "--out", str(out)]
+    assert main(argv) == 0
+    p = profile_from_json(out.read_text())
+    assert p.quick and p.method.startswith("numpy kernels")
+    printed = capsys.readouterr().out
+    assert "read unit x1" in printed and "overhead share" in printed
+    assert main(["--max-bytes", "100"]) == 2
+
+
+def test_format_profile_lists_every_curve(profile: Any) -> None:
+    text = format_profile(profile)
+    assert all(c.name in text for c in profile.memory)
+
+
+def test_full_profile_sizes_are_finer_where_the_last_cache_ends() -> None:
+    full = ProbeConfig.full().sizes()
+    assert full[:6] == [MIN_BYTES * 4**k for k in range(6)]  # 8 KiB .. 8 MiB in steps of 4
+    assert full[5:] == [8 << 20 << k for k in range(7)]  # then steps of 2 to 512 MiB
+    assert ProbeConfig.quick().sizes()[-1] == 128 << 20

@@ -1,0 +1,165 @@
+"""Empirical models in the pipeline (SQLite and PostgreSQL): `empirical(...)` inside a grammar
+model, and schedules and predictions for an application PPE knows only from its runs.
+
+The runs are the real red-black SOR sweeps of examples/runs/kernels.csv, turned into the time of
+one row (a sweep over an n x n grid / n), posted as a new application's `row` kernel."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from ppe.empirical.formats import parse
+from ppe.empirical.strip import ROW_KERNEL
+from tests.service.test_svc_empirical import KERNELS, post_kernels, post_runs
+from tests.service.test_svc_planning import fed, schedule  # noqa: F401 - fixture
+
+SCHEDULES = "/api/v1/schedules"
+PREDICTIONS = "/api/v1/predictions"
+FIT = "/api/v1/models/empirical"
+
+
+def sweep_rows(app: str = "heat", scale: float = 1.0) -> list[dict[str, Any]]:
+    """The real SOR sweeps as an application's time per row and iteration."""
+    return [
+        {
+            "app": app,
+            "kernel": ROW_KERNEL,
+            "params": {"n": r.params["n"]},
+            "values": [scale * v / r.params["n"] for v in r.values],
+        }
+        for r in parse(KERNELS.read_text())
+        if r.app == "sor" and r.kernel == "sweep"
+    ]
+
+
+def row_time(env: Any, n: int, app: str = "heat") -> dict[str, Any]:
+    """What the model fitted to the stored runs says one row costs at ``n``."""
+    r = env.client.post(
+        FIT, json={"app": app, "kernel": ROW_KERNEL, "predict": [{"n": n}]}, headers=env.h("app")
+    )
+    assert r.status_code == 200, r.text
+    [pred] = r.json()["predictions"]
+    return dict(pred)
+
+
+def strip_grammar(row: float) -> str:
+    """The empirical strip model with the row time written in as a number."""
+    return f"""
+param n
+param I alias iterations
+param Size = 8
+param Halo = 1
+RowTime = {row!r}
+Comm[p] = sum(q in neighbours(p): Halo * n * Size / BWAvail[p, q] + Latency[p, q])
+HostTime[p] = I * (rows[p] * RowTime / FracAvailCPU[p] + Comm[p])
+ExecTime = max(p in hosts: HostTime[p])
+"""
+
+
+def test_an_application_known_only_from_runs_is_scheduled(fed) -> None:  # noqa: F811
+    post_runs(fed, sweep_rows())
+    r = schedule(fed, app="heat", strategy="mean")
+    assert r.status_code == 200, r.text
+    out = r.json()
+    rows = {a["host"]: a["rows"] for a in out["allocation"]}
+    assert sum(rows.values()) == 2000
+    assert any("heat/row" in w and "search" in w for w in out["warnings"]), out["warnings"]
+    # the same plan as the strip model with the fitted mean row time written in
+    mean = row_time(fed, 2000)["mean"]
+    fed.client.post(
+        "/api/v1/models",
+        json={"name": "heat-fixed", "text": strip_grammar(mean)},
+        headers=fed.h("app"),
+    )
+    fixed = schedule(fed, app="heat-fixed", strategy="mean").json()
+    assert {a["host"]: a["rows"] for a in fixed["allocation"]} == rows
+    # the row model's own uncertainty widens the interval of the makespan
+    width = out["makespan"]["interval"][1] - out["makespan"]["interval"][0]
+    fixed_width = fixed["makespan"]["interval"][1] - fixed["makespan"]["interval"][0]
+    assert width > fixed_width
+    assert out["makespan"]["mean"] == pytest.approx(fixed["makespan"]["mean"], rel=0.02)
+
+
+def test_new_runs_change_the_answer_at_once(fed) -> None:  # noqa: F811
+    post_runs(fed, sweep_rows())
+    first = schedule(fed, app="heat").json()["makespan"]["mean"]
+    assert schedule(fed, app="heat").json()["makespan"]["mean"] == first
+    slower = sweep_rows(scale=3.0)
+    for run in slower:  # new runs at the same points, three times slower: the fit moves
+        run["key"] = f"slow-{run['params']['n']}-{run['values'][0]}"
+    post_runs(fed, slower)
+    again = schedule(fed, app="heat").json()["makespan"]["mean"]
+    assert again > 1.5 * first
+
+
+def test_a_grammar_reads_a_fitted_model(fed) -> None:  # noqa: F811
+    post_kernels(fed)
+    text = """
+param n
+param I alias iterations
+Sweep = empirical("sor", "sweep", n = n)
+HostTime[p] = I * Sweep * rows[p] / n / FracAvailCPU[p]
+ExecTime = max(p in hosts: HostTime[p])
+"""
+    body = {
+        "grammar": text,
+        "params": {"n": 1000, "I": 20},
+        "allocation": [{"host": "h0", "rows": 600}, {"host": "h1", "rows": 400}],
+    }
+    r = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app"))
+    assert r.status_code == 200, r.text
+    ms = r.json()["makespan"]
+    assert ms["interval"][0] < ms["mean"] < ms["interval"][1]
+    # the same prediction with the sweep written in as its fitted mean has the same mean
+    sweep = fed.client.post(
+        FIT, json={"app": "sor", "kernel": "sweep", "predict": [{"n": 1000}]}, headers=fed.h("app")
+    ).json()["predictions"][0]["mean"]
+    body["grammar"] = text.replace('empirical("sor", "sweep", n = n)', repr(sweep))
+    plain = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app")).json()["makespan"]
+    assert ms["mean"] == pytest.approx(plain["mean"], rel=0.02)
+    assert ms["interval"][1] - ms["interval"][0] > plain["interval"][1] - plain["interval"][0]
+
+
+def test_a_grammar_reads_a_saved_model_by_name(fed) -> None:  # noqa: F811
+    post_kernels(fed)
+    saved = fed.client.post(
+        FIT,
+        json={"app": "sor", "kernel": "sweep", "save_as": "sweep-v1", "predict": [{"n": 800}]},
+        headers=fed.h("app"),
+    )
+    assert saved.status_code == 200, saved.text
+    text = """
+param n
+HostTime[p] = empirical("sweep-v1", n = n) * rows[p] / n / FracAvailCPU[p]
+ExecTime = max(p in hosts: HostTime[p])
+"""
+    body = {"grammar": text, "params": {"n": 800}, "allocation": [{"host": "h0", "rows": 800}]}
+    r = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app"))
+    assert r.status_code == 200, r.text
+    assert r.json()["makespan"]["mean"] > saved.json()["predictions"][0]["mean"]  # cpu < 1
+
+
+@pytest.mark.parametrize(
+    ("text", "field", "says"),
+    [
+        ('empirical("nobody", "row", n = n)', None, "no completed runs"),
+        ('empirical("no-such-model", n = n)', None, "no stored empirical model"),
+        ('empirical("sor", "sweep", m = n)', None, "no parameter 'm'"),
+        ('empirical("sor", "sweep", n = rows[p])', None, "parameters, P and numbers only"),
+    ],
+)
+def test_a_model_whose_fit_cannot_be_read_is_refused(fed, text, field, says) -> None:  # noqa: F811
+    post_kernels(fed)
+    grammar = f"param n\nHostTime[p] = {text} * rows[p]\nExecTime = max(p in hosts: HostTime[p])"
+    body = {"grammar": grammar, "params": {"n": 800}, "allocation": [{"host": "h0", "rows": 800}]}
+    r = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app"))
+    assert r.status_code == 422, r.text
+    assert says in r.text, r.text
+
+
+def test_an_unknown_application_says_what_would_make_it_known(fed) -> None:  # noqa: F811
+    r = schedule(fed, app="heat")
+    assert r.status_code == 422, r.text
+    assert "'row' kernel" in r.text
