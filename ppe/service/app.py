@@ -22,6 +22,7 @@ from ppe.service.api import (
     health,
     measurements,
     models,
+    pmac,
     predictions,
     replays,
     resources,
@@ -134,6 +135,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         empirical,
         templates,
         groups,
+        pmac,
         accuracy,
     ):
         api.include_router(module.router)

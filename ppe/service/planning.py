@@ -40,14 +40,18 @@ from ppe.pipeline import (
     replan,
     total_rows,
 )
+from ppe.pmac import Signature, SignatureError, parse_signature
 from ppe.service import models_registry
 from ppe.service.calibration import DEFAULT_MIN_RUNS, HostCalibration, host_calibration, note
 from ppe.service.empirical import FitCache
 from ppe.service.forecasts import ForecastCache, age_at
 from ppe.service.plan_memo import Answer, PlanMemo
 from ppe.service.schemas import PredictionRequest, ScheduleRequest
+from ppe.service.speeds import Speed, profile_speed, signature_params
+from ppe.service.store import pmac as pmac_store
 from ppe.service.store.db import release
 from ppe.service.store.models import Resource, Series
+from ppe.service.store.pmac import StoredProfile
 
 DEFAULT_ELEMENT_SIZE = 8
 
@@ -82,6 +86,9 @@ class SeriesIndex:
     #: hosts registered without a benchmark that a request left without one: what their
     #: reported runs say instead (filled by calibrate_missing)
     calibrated: dict[str, HostCalibration] = field(default_factory=dict)
+    #: hosts with no benchmark by any other means: their newest machine profile, None for
+    #: none (filled by profile_missing)
+    profiles: dict[str, StoredProfile | None] = field(default_factory=dict)
 
     def series_ids(self) -> list[int]:
         return [*self.cpu.values(), *self.bandwidth.values(), *self.latency.values()]
@@ -145,6 +152,14 @@ def calibrate_missing(
             idx.calibrated[name] = host_calibration(session, name, None, min_runs)
 
 
+def profile_missing(session: Session, idx: SeriesIndex, names: Sequence[str]) -> None:
+    """The newest machine profile of each of ``names``, read once per index entry."""
+    wanted = [n for n in names if n not in idx.profiles]
+    found = pmac_store.latest_profiles(session, wanted)
+    for name in wanted:
+        idx.profiles[name] = found.get(name)
+
+
 class IndexCache:
     """Recently planned host sets' series ids and properties, re-read at most every `fresh_s`.
 
@@ -165,6 +180,17 @@ class IndexCache:
         self._entries: LRUCache[tuple[str, ...], tuple[SeriesIndex, float]] = LRUCache(size)
         self._lock = threading.Lock()
         self.fits = FitCache()
+        #: parsed signatures by their text (parsing compiles every formula)
+        self.signatures: LRUCache[str, Signature] = LRUCache(64)
+
+    def signature(self, text: str) -> Signature:
+        with self._lock:
+            sig = self.signatures.get(text)
+        if sig is None:
+            sig = parse_signature(text)
+            with self._lock:
+                self.signatures[text] = sig
+        return sig
 
     def get(self, session: Session, names: Sequence[str]) -> SeriesIndex:
         key, now = tuple(names), time.monotonic()
@@ -188,59 +214,71 @@ def _calibrated(idx: SeriesIndex, name: str) -> HostCalibration | None:
     return cal if cal is not None and cal.enough else None
 
 
-def benchmark_of(spec: HostSpec, idx: SeriesIndex) -> float:
-    """The request's benchmark first, then the registered one, then the one calibrated from
-    the host's reported runs (``Settings.calibration_min_runs`` of them at least)."""
+def measured_speed(spec: HostSpec, idx: SeriesIndex) -> Speed | None:
+    """The host's benchmark from the request, its registration or its reported runs
+    (``Settings.calibration_min_runs`` of them at least), in that order; None without one."""
     if spec.benchmark is not None:
-        return float(spec.benchmark)
+        return Speed(float(spec.benchmark), "request")
     registered = idx.properties.get(spec.name, {}).get("benchmark")
     if registered is not None:
-        return float(registered)
+        return Speed(float(registered), "registered")
     cal = _calibrated(idx, spec.name)
     if cal is not None and cal.calibration is not None:
-        return cal.calibration.benchmark
+        return Speed(cal.calibration.benchmark, "calibrated", note(cal))
+    return None
+
+
+def no_benchmark(spec: HostSpec, idx: SeriesIndex, why_no_profile: str) -> PlanningError:
     known = idx.calibrated.get(spec.name)
     have = 0 if known is None or known.calibration is None else len(known.calibration.runs)
     need = known.min_runs if known is not None else DEFAULT_MIN_RUNS
-    raise PlanningError(
+    return PlanningError(
         422,
         f"host {spec.name!r} has no benchmark: give it in the request, register it with "
-        f"PUT /api/v1/resources/{spec.name}, or let ppe-sor report {need} runs on it with "
-        f"its sensor running ({have} usable so far)",
+        f"PUT /api/v1/resources/{spec.name}, let ppe-sor report {need} runs on it with "
+        f"its sensor running ({have} usable so far), or post its machine profile for the "
+        f"model's signature ({why_no_profile})",
         "hosts",
     )
 
 
-def benchmark_notes(specs: Sequence[HostSpec], idx: SeriesIndex) -> tuple[str, ...]:
-    """One warning per host planned with a calibrated benchmark: say so, and from what."""
-    out = []
+def host_speeds(
+    specs: Sequence[HostSpec],
+    idx: SeriesIndex,
+    needs_benchmark: bool,
+    profiled: Mapping[str, Speed],
+    why_no_profile: str = "",
+) -> dict[str, Speed]:
+    """Each host's speed and its source (``ppe.service.speeds``); a model that reads no
+    benchmark, such as an empirical strip model, gets the one given or 1.0, never read."""
+    out: dict[str, Speed] = {}
     for s in specs:
-        if s.benchmark is None and idx.properties.get(s.name, {}).get("benchmark") is None:
-            cal = _calibrated(idx, s.name)
-            if cal is not None:
-                out.append(note(cal))
-    return tuple(out)
+        if not needs_benchmark:
+            given = s.benchmark or idx.properties.get(s.name, {}).get("benchmark") or 1.0
+            out[s.name] = Speed(float(given), "unused")
+            continue
+        speed = measured_speed(s, idx) or profiled.get(s.name)
+        if speed is None:
+            raise no_benchmark(s, idx, why_no_profile or "it has none")
+        out[s.name] = speed
+    return out
 
 
 def host_meta(
-    specs: Sequence[HostSpec], idx: SeriesIndex, n: int, needs_benchmark: bool = True
+    specs: Sequence[HostSpec], idx: SeriesIndex, n: int, speeds: Mapping[str, Speed]
 ) -> list[HostMeta]:
-    """Benchmarks (see `benchmark_of`; a model that reads none, such as an empirical strip
-    model, gets the one given or 1.0, never read); memory bounds a strip (no spilling)."""
+    """The hosts as the pipeline takes them: ``speeds``' benchmarks; memory bounds a strip
+    (no spilling)."""
     out = []
     for s in specs:
         props = idx.properties.get(s.name, {})
-        if needs_benchmark:
-            bench = benchmark_of(s, idx)
-        else:
-            bench = s.benchmark or props.get("benchmark") or 1.0
         max_rows = s.max_rows
         memory = props.get("memory_bytes")
         if memory and n > 0:
             size = int(props.get("element_size", DEFAULT_ELEMENT_SIZE))
             fit = int(memory // (n * size))
             max_rows = fit if max_rows is None else min(max_rows, fit)
-        out.append(HostMeta(s.name, float(bench), s.min_rows, max_rows))
+        out.append(HostMeta(s.name, speeds[s.name].benchmark, s.min_rows, max_rows))
     return out
 
 
@@ -390,6 +428,8 @@ class Prepared:
     forecasts_for: StoreForecasts
     #: what the caller should know about the hosts' figures (a calibrated benchmark)
     notes: tuple[str, ...] = ()
+    #: each host's benchmark and where it came from
+    speeds: Mapping[str, Speed] = field(default_factory=dict)
 
 
 def prepare(
@@ -402,6 +442,7 @@ def prepare(
     model: str | None,
     model_field: str,
     grammar: str | None = None,
+    params: Mapping[str, float] | None = None,
     confidence: float,
     at: float | None,
     default_bandwidth: float,
@@ -410,7 +451,9 @@ def prepare(
     """What a schedule and a prediction both start from: the hosts (no repeats; see
     `host_specs`), the model (a name, or `grammar` text), the hosts' series and forecasts.
     The session's read transaction ends before any forecast reads the store (`release`); an
-    unknown model is reported on the request's `model_field`."""
+    unknown model is reported on the request's `model_field`. ``params`` (the model's) name
+    the signature's parameters when a host's speed comes from its machine profile."""
+    params = params or {}
     specs = host_specs(hosts)
     try:
         resolved = models_registry.resolve(session, model, grammar, index.fits)
@@ -422,7 +465,13 @@ def prepare(
     if needs_benchmark and index.calibration_min_runs is not None:
         unbenchmarked = [s.name for s in specs if s.benchmark is None]
         calibrate_missing(session, idx, unbenchmarked, index.calibration_min_runs)
+    profiled, why = (
+        profiled_speeds(session, index, idx, specs, model, n, params)
+        if needs_benchmark
+        else ({}, "")
+    )
     release(session)
+    speeds = host_speeds(specs, idx, needs_benchmark, profiled, why)
     forecasts_for = StoreForecasts(
         cache,
         idx,
@@ -432,17 +481,64 @@ def prepare(
         default_bandwidth=default_bandwidth,
         default_latency=default_latency,
     )
+    notes = tuple(sp.note for sp in speeds.values() if sp.note is not None)
     return Prepared(
         resolved.model,
-        host_meta(specs, idx, n, needs_benchmark),
+        host_meta(specs, idx, n, speeds),
         forecasts_for,
-        (*resolved.notes, *benchmark_notes(specs, idx)),
+        (*resolved.notes, *notes),
+        speeds,
     )
+
+
+def profiled_speeds(
+    session: Session,
+    index: IndexCache,
+    idx: SeriesIndex,
+    specs: Sequence[HostSpec],
+    model: str | None,
+    n: int,
+    params: Mapping[str, float],
+) -> tuple[dict[str, Speed], str]:
+    """Speeds from machine profiles for the hosts that have no other (``ppe.service.speeds``),
+    and, when some host still has none, why (for the error that names the ways to give one)."""
+    lacking = [s.name for s in specs if measured_speed(s, idx) is None]
+    if not lacking:
+        return {}, ""
+    if model is None:
+        return {}, "a model given as grammar text has no signature"
+    text = pmac_store.signature_text(session, model)
+    if text is None:
+        return {}, f"no signature named {model!r}: POST /api/v1/signatures"
+    signature = index.signature(text.text)
+    profile_missing(session, idx, lacking)
+    values = signature_params(signature, n, len(specs), params)
+    out: dict[str, Speed] = {}
+    for name in lacking:
+        stored = idx.profiles.get(name)
+        if stored is None:
+            continue
+        try:
+            out[name] = profile_speed(name, stored, signature, values)
+        except (SignatureError, ValueError) as exc:
+            raise PlanningError(
+                422, f"host {name!r}: its profile cannot be convolved: {exc}", "hosts"
+            ) from exc
+    return out, "it has none"
+
+
+@dataclass(frozen=True)
+class Predicted:
+    """A prediction, the hosts' speeds it used and what the caller should know about them."""
+
+    result: PredictResult
+    speeds: Mapping[str, Speed]
+    notes: tuple[str, ...]
 
 
 def predict(
     body: PredictionRequest, session: Session, cache: ForecastCache, index: IndexCache
-) -> PredictResult:
+) -> Predicted:
     """The request's allocation predicted over the hosts' forecasts (the horizon loop of
     `ppe.pipeline.predict_allocation`); `n` defaults to the allocation's rows, which must place
     the whole grid (`ppe.pipeline.check_allocation`, checked before anything is read)."""
@@ -459,6 +555,7 @@ def predict(
         model=body.model,
         model_field="model",
         grammar=body.grammar,
+        params=params,
         confidence=body.confidence,
         at=body.at,
         default_bandwidth=body.bandwidth,
@@ -470,9 +567,10 @@ def predict(
         predict_samples=body.samples,
         seed=body.seed,
     )
-    return predict_allocation(
+    result = predict_allocation(
         inputs.model, params, inputs.hosts, inputs.forecasts_for, rows, options
     )
+    return Predicted(result, inputs.speeds, inputs.notes)
 
 
 def check_schedule(body: ScheduleRequest) -> None:
@@ -509,6 +607,7 @@ def schedule(
         body.n,
         model=body.app,
         model_field="app",
+        params=body.params,
         confidence=body.confidence,
         at=body.at,
         default_bandwidth=body.bandwidth,
@@ -524,6 +623,7 @@ def schedule(
             body.model_dump_json(exclude={"hosts"}),
             tuple(inputs.hosts),
             inputs.notes,  # the same figures from another source say so in the warnings
+            tuple(sp.source for sp in inputs.speeds.values()),
         )
     )
     return memo.answer(key, lambda: _plan(body, inputs, memo), version)
@@ -599,7 +699,12 @@ def _plan(body: ScheduleRequest, inputs: Prepared, memo: PlanMemo) -> Answer:
         engine=getattr(result.prediction, "engine", None),
         inputs=result.inputs,
         allocation=[
-            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+            {
+                "host": h,
+                "rows": result.rows[h],
+                "time": result.per_host[h].to_dict(c),
+                "speed": inputs.speeds[h].to_dict(),
+            }
             for h in result.hosts
         ],
         makespan=result.makespan.to_dict(c),

@@ -55,12 +55,14 @@ ResourceName = Annotated[
         description="a host's name: 1-255 of A-Z a-z 0-9 _ . : @ -",
     ),
 ]
+#: Model (and signature) names.
+MODEL_NAME_PATTERN = r"^[A-Za-z][A-Za-z0-9_\-]{0,127}$"
 ModelName = Annotated[
     str,
     Field(
         min_length=1,
         max_length=128,
-        pattern=r"^[A-Za-z][A-Za-z0-9_\-]*$",
+        pattern=MODEL_NAME_PATTERN,
         description="a model's name: a letter, then letters, digits, _ or -; at most 128",
     ),
 ]

@@ -32,7 +32,11 @@ def round_trip(db_url: str, table: str, before: str, kept: str) -> Engine:
 
 
 #: Foreign keys a table must keep through the round trip: (referred table, on delete).
-FOREIGN = {"runs": [("served_log", "SET NULL")], "templates": [("api_tokens", "SET NULL")]}
+FOREIGN = {
+    "runs": [("served_log", "SET NULL")],
+    "templates": [("api_tokens", "SET NULL")],
+    "host_profiles": [("resources", "CASCADE")],
+}
 
 
 @pytest.mark.parametrize(
@@ -43,6 +47,8 @@ FOREIGN = {"runs": [("served_log", "SET NULL")], "templates": [("api_tokens", "S
         ("templates", "0005", "empirical_models"),
         ("couplings", "0006", "templates"),
         ("resource_groups", "0007", "couplings"),
+        ("host_profiles", "0008", "resource_groups"),
+        ("signatures", "0008", "resource_groups"),
     ],
 )
 def test_a_migration_matches_its_model_and_round_trips(

@@ -11,9 +11,8 @@ from ppe.traces import read_trace
 FILES = ["1.csv.gz", "2.csv.gz", "4.csv.gz"]
 
 
-@pytest.fixture
-def fed(env, traces_dir):  # type: ignore[no-untyped-def]
-    """Three hosts with 500 real cpu samples each and one measured link."""
+def feed(env, traces_dir):  # type: ignore[no-untyped-def]
+    """Three hosts with 500 real cpu samples each and one measured link, no benchmarks."""
     items = []
     for i, f in enumerate(FILES):
         tr = read_trace(traces_dir / f)
@@ -37,6 +36,13 @@ def fed(env, traces_dir):  # type: ignore[no-untyped-def]
         "/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor")
     )
     assert r.status_code == 200, r.text
+    return env
+
+
+@pytest.fixture
+def fed(env, traces_dir):  # type: ignore[no-untyped-def]
+    """`feed`, and each host registered with a benchmark."""
+    feed(env, traces_dir)
     for i, bench in enumerate((2e-8, 3e-8, 2.5e-8)):
         env.client.put(
             f"/api/v1/resources/h{i}",

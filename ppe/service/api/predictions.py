@@ -53,13 +53,19 @@ def _serve_prediction(
 ) -> Response:
     """Predict, log what is served, and answer (in a planning thread)."""
     with domain_errors():
-        result = planning.predict(body, session, forecasts, index)
+        answer = planning.predict(body, session, forecasts, index)
+    result = answer.result
     c = body.confidence
     pred = result.prediction
     response: dict[str, Any] = {
         "makespan": result.makespan.to_dict(c),
         "hosts": [
-            {"host": h, "rows": result.rows[h], "time": result.per_host[h].to_dict(c)}
+            {
+                "host": h,
+                "rows": result.rows[h],
+                "time": result.per_host[h].to_dict(c),
+                "speed": answer.speeds[h].to_dict(),
+            }
             for h in result.hosts
         ],
         "inputs": planning.inputs_report(result.inputs, c, body.at),
@@ -68,7 +74,7 @@ def _serve_prediction(
         "seed": getattr(pred, "seed", None),
         "horizon_s": result.horizon_s,
         "rounds": result.rounds,
-        "warnings": result.warnings,
+        "warnings": [*answer.notes, *result.warnings],
     }
     log = ServedLog(kind="prediction", request=body.model_dump(mode="json"), response=response)
     session.add(log)

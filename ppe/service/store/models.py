@@ -249,3 +249,35 @@ class StoredEmpiricalModel(Base):
     model: Mapped[dict[str, Any]] = mapped_column()
     n_points: Mapped[int] = mapped_column(Integer)
     fitted_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class HostProfile(Base):
+    """One measured machine profile of a host (PMaC; ``ppe.pmac.profile``), versioned: each
+    new measurement is the next ``version``, the older ones stay for comparison. ``profile``
+    is the profile's JSON form (``profile_to_dict``), as validated when it was posted."""
+
+    __tablename__ = "host_profiles"
+    __table_args__ = (
+        UniqueConstraint("resource_id", "version", name="uq_host_profiles_resource_version"),
+    )
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    resource_id: Mapped[int] = mapped_column(ForeignKey("resources.id", ondelete="CASCADE"))
+    version: Mapped[int] = mapped_column(Integer)
+    measured_at: Mapped[float] = mapped_column(Float)
+    method: Mapped[str] = mapped_column(String(255))
+    quick: Mapped[bool] = mapped_column(Boolean)
+    profile: Mapped[dict[str, Any]] = mapped_column()
+    received_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class StoredSignature(Base):
+    """An application signature (PMaC; ``ppe.pmac.signature``) as posted: the TOML text,
+    versioned by name like profiles. Built-in signatures are shipped files, never rows."""
+
+    __tablename__ = "signatures"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_signatures_name_version"),)
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    text: Mapped[str] = mapped_column(Text)
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
