@@ -229,11 +229,14 @@ def test_readme_tour_runs_as_written(
 
     answers = json_lines(run.stdout)
     schedules = {a["app"]: a for a in answers if "allocation" in a and "strategy" in a}
-    assert set(schedules) == {"sor", "stencil"}, run.stdout
+    assert set(schedules) == {"sor", "stencil", "jacobi2d"}, run.stdout
     for app, n in (("sor", 4000), ("stencil", 2000)):
         rows = {a["host"]: a["rows"] for a in schedules[app]["allocation"]}
         assert set(rows) == {"h1", "h2"} and sum(rows.values()) == n
         assert all(r > 0 for r in rows.values())
+    # h2 has no benchmark in the store: its speed comes from the profile the tour posted
+    sources = {a["host"]: a["speed"]["source"] for a in schedules["jacobi2d"]["allocation"]}
+    assert sources == {"h1": "registered", "h2": "profile"}, schedules["jacobi2d"]
     # an application known only from its runs: the fit it was planned with is named
     assert any("stencil/row" in w for w in schedules["stencil"]["warnings"])
     predictions = [a for a in answers if "hosts" in a and "makespan" in a]
