@@ -11,12 +11,17 @@ name, come from three places, the first that has a name winning:
    mean over its links (as planning takes latency).  A group: the worst of the members with
    measurements, since a message or a balanced step waits for it: the largest ``latency``,
    the smallest ``bandwidth`` and ``cpu``;
-3. **properties** of the resources (``PUT /api/v1/resources/{name}``): every number (booleans
+3. **profile**: the named figures of the resource's newest machine profile
+   (``ppe.pmac.profile_parameters``: ``flops_dense``, ``call_s``, ``mem_read_unit_largest``,
+   ...).  A group has them when every member has a profile: the worst member's (the
+   service says which is worst per name: the smallest rate, the largest overhead);
+4. **properties** of the resources (``PUT /api/v1/resources/{name}``): every number (booleans
    and text are not parameters).  A group has a property when every member has it: the mean
-   over the members.  A property named like a measured figure is its fallback when nothing is
-   measured.
+   over the members.  A property named like a measured or profile figure is its fallback
+   when there is none.
 
-Pure: the service reads the store and the forecasts and hands :class:`HostFigures` over.
+Pure: the service reads the store, the forecasts and the profiles and hands
+:class:`HostFigures` over (this package does not import ``ppe.pmac``: they are siblings).
 """
 
 from __future__ import annotations
@@ -24,21 +29,29 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Literal
 
 #: Figures the sensors measure, with how a group combines its members' values.
 MEASURED: dict[str, str] = {"latency": "max", "bandwidth": "min", "cpu": "min"}
 DERIVED = ("hosts", "bcast_rounds")
+PROFILE_HINT = (
+    "measure one with `ppe profile --out {file}.json` and POST it to "
+    "/api/v1/resources/{name}/profiles; the sensor measures one daily"
+)
+NO_RULES: Mapping[str, Literal["min", "max"]] = MappingProxyType({})
 
 
 @dataclass(frozen=True)
 class HostFigures:
-    """What the store knows about one resource: its properties as stored, and the forecast
-    means of its measured series (per link for ``latency`` and ``bandwidth``)."""
+    """What the store knows about one resource: its properties as stored, the forecast
+    means of its measured series (per link for ``latency`` and ``bandwidth``), and the named
+    figures of its newest machine profile (empty without one)."""
 
     name: str
     properties: Mapping[str, Any] = field(default_factory=dict)
     measured: Mapping[str, Sequence[float]] = field(default_factory=dict)
+    profile: Mapping[str, float] = field(default_factory=dict)
 
     def numbers(self) -> dict[str, float]:
         """The properties that are numbers (finite, not booleans)."""
@@ -58,16 +71,29 @@ class HostFigures:
 @dataclass(frozen=True)
 class System:
     """A system's parameters and where each came from (``derived``, ``measured``,
-    ``property``)."""
+    ``profile``, ``property``); ``profile_names`` are the names a machine profile supplies
+    and ``unprofiled`` the members without one."""
 
     name: str
     hosts: tuple[str, ...]
     parameters: dict[str, float]
     sources: dict[str, str]
+    profile_names: frozenset[str] = frozenset()
+    unprofiled: tuple[str, ...] = ()
 
     def explain_missing(self, name: str) -> str:
         """What the operator can do about a parameter this system lacks."""
         where = ", ".join(self.hosts)
+        if name in self.profile_names and self.unprofiled:
+            one = self.unprofiled[0] if len(self.unprofiled) == 1 else None
+            hint = PROFILE_HINT.format(file=one or "host", name=one or "{name}")
+            lacking = ", ".join(self.unprofiled)
+            whose = f"resource {lacking} has" if one else f"resources {lacking} have"
+            also = "every one of its resources" if len(self.hosts) > 1 else f"resource {where}"
+            return (
+                f"system {self.name!r} has no {name!r}: {whose} no machine profile ({hint}), "
+                f"and {also} lacks a numeric {name!r} property"
+            )
         if name in MEASURED:
             return (
                 f"system {self.name!r} has no {name!r}: no {name} measurements of {where} "
@@ -93,8 +119,29 @@ def bcast_rounds(hosts: int) -> int:
     return max(1, math.ceil(math.log2(max(hosts, 1))))
 
 
-def system_of(name: str, members: Sequence[HostFigures]) -> System:
-    """The system ``name`` made of ``members`` (one for a resource, several for a group)."""
+def _profile_figures(
+    members: Sequence[HostFigures], worst: Mapping[str, Literal["min", "max"]]
+) -> dict[str, float]:
+    """The group's profile figures: each the worst member's, when every member has one."""
+    for m in members:
+        unknown = sorted(set(m.profile) - set(worst))
+        if unknown:
+            raise ValueError(f"{m.name}: profile figures without a rule: {', '.join(unknown)}")
+    if any(not m.profile for m in members):
+        return {}
+    common = set.intersection(*(set(m.profile) for m in members))
+    pick = {"min": min, "max": max}
+    return {key: pick[worst[key]](m.profile[key] for m in members) for key in sorted(common)}
+
+
+def system_of(
+    name: str,
+    members: Sequence[HostFigures],
+    profile_worst: Mapping[str, Literal["min", "max"]] = NO_RULES,
+) -> System:
+    """The system ``name`` made of ``members`` (one for a resource, several for a group).
+    ``profile_worst`` names every figure a profile may supply and which member's value a
+    group takes (``min`` for rates, ``max`` for seconds)."""
     if not members:
         raise ValueError(f"system {name!r} has no resources")
     params: dict[str, float] = {}
@@ -103,6 +150,9 @@ def system_of(name: str, members: Sequence[HostFigures]) -> System:
     for key in sorted(set.intersection(*(set(n) for n in numbers))):
         params[key] = sum(n[key] for n in numbers) / len(numbers)
         sources[key] = "property"
+    for key, value in _profile_figures(members, profile_worst).items():
+        params[key] = value
+        sources[key] = "profile"
     for metric, worst in MEASURED.items():
         means = [v for v in (m.measured_mean(metric) for m in members) if v is not None]
         if means:
@@ -111,4 +161,11 @@ def system_of(name: str, members: Sequence[HostFigures]) -> System:
     params["hosts"] = float(len(members))
     params["bcast_rounds"] = float(bcast_rounds(len(members)))
     sources.update(dict.fromkeys(DERIVED, "derived"))
-    return System(name, tuple(m.name for m in members), params, sources)
+    return System(
+        name,
+        tuple(m.name for m in members),
+        params,
+        sources,
+        frozenset(profile_worst),
+        tuple(m.name for m in members if not m.profile),
+    )

@@ -5,11 +5,13 @@ A **machine profile** (:mod:`.profile`) holds the rates at which a host does bas
 and the same memory curves with several copies sharing the host); an **application signature**
 (:mod:`.signature`) counts those operations per unit of work; the **convolution**
 (:mod:`.convolve`) combines them into predicted seconds per unit, a stochastic value with a
-breakdown by operation class. Pure computation: the probe that measures a profile lives in
+breakdown by operation class; :mod:`.parameters` names a profile's main figures as
+system parameters for templates. Pure computation: the probe that measures a profile lives in
 ``sensors.profile``; files are read and written by the caller. See docs/pmac.md.
 """
 
 from ppe.pmac.convolve import OVERLAPS, Convolution, convolve
+from ppe.pmac.parameters import PROFILE_PARAMETERS, ProfileParameter, profile_parameters
 from ppe.pmac.profile import (
     FORMAT_VERSION,
     KINDS,
@@ -31,12 +33,14 @@ __all__ = [
     "KINDS",
     "OVERLAPS",
     "PATTERNS",
+    "PROFILE_PARAMETERS",
     "Convolution",
     "Curve",
     "CurvePoint",
     "Figure",
     "MachineProfile",
     "ProfileError",
+    "ProfileParameter",
     "Signature",
     "SignatureError",
     "builtin_signature",
@@ -44,6 +48,7 @@ __all__ = [
     "parse_signature",
     "profile_from_dict",
     "profile_from_json",
+    "profile_parameters",
     "profile_to_dict",
     "profile_to_json",
 ]

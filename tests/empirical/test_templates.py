@@ -4,6 +4,7 @@ message-cost functions, and per-system problems naming the missing parameter."""
 from __future__ import annotations
 
 import math
+from typing import Literal
 
 import pytest
 
@@ -132,3 +133,26 @@ def test_bad_templates_are_grammar_errors() -> None:
         "MPISR() takes 1 argument(s), got 2",
         "unknown function 'MPIBX'; did you mean 'MPIBC'?",
     ]
+
+
+RULES: dict[str, Literal["min", "max"]] = {"flops_dense": "min", "call_s": "max"}
+
+
+def test_profile_figures_beat_properties_and_a_group_takes_its_worst_member() -> None:
+    fast = HostFigures("f", {"flops_dense": 1.0}, profile={"flops_dense": 4e9, "call_s": 1e-6})
+    slow = HostFigures("s", {}, profile={"flops_dense": 1e9, "call_s": 3e-6})
+    bare = HostFigures("b", {"flops_dense": 2e9})
+    one = system_of("f", [fast], RULES)
+    assert one.parameters["flops_dense"] == 4e9 and one.sources["flops_dense"] == "profile"
+    g = system_of("f,s", [fast, slow], RULES)
+    assert (g.parameters["flops_dense"], g.parameters["call_s"]) == (1e9, 3e-6)
+    # a group with a member lacking a profile has none; a property is the fallback
+    assert "call_s" not in system_of("f,b", [fast, bare], RULES).parameters
+    fallback = system_of("b", [bare], RULES)
+    assert fallback.sources["flops_dense"] == "property"
+    [v] = evaluate_on_systems(compile_template("call_s * N"), {"N": 2}, [fallback])
+    assert v.problem is not None and v.problem.name == "call_s"
+    assert "resource b has no machine profile" in v.problem.message
+    assert "/api/v1/resources/b/profiles" in v.problem.message
+    with pytest.raises(ValueError, match="without a rule: view_s"):
+        system_of("x", [HostFigures("x", profile={"view_s": 1e-7})], RULES)

@@ -11,6 +11,7 @@ import pytest
 from ppe.core.grammar import MAX_DEPTH
 
 from .conftest import Env
+from .test_svc_pmac import post_profile, synthetic_profile
 
 T = "/api/v1/templates"
 PROPHECY = "ADDM*N^3/(P-1) + 2*N*MPISR(L)/(P-1) + N*MPIBC(L)"
@@ -307,3 +308,40 @@ def test_evaluating_an_unknown_template_is_404(env: Env) -> None:
     r = evaluate(env, params={}, systems=None)
     assert r.status_code == 404
     assert r.json()["detail"][0]["field"] == "path.name"
+
+
+# ------------------------------------------------------------------ machine profiles
+
+
+def test_a_hosts_profile_figures_are_system_parameters(env: Env) -> None:
+    """h0 and h1 (half as fast) have stored profiles, h2 has none: per element, 10 stencil
+    flops and 8 bytes updated in DRAM."""
+    for host, slower in (("h0", 3.0), ("h1", 2.0)):
+        assert post_profile(env, host, synthetic_profile(host, slower)).status_code == 201
+    # h0's newer version counts, not its first
+    newer = synthetic_profile("h0", 1.0, measured_at=1.8e9)
+    assert post_profile(env, "h0", newer).status_code == 201
+    for host, props in {"h0": {"flops_stencil": 1.0}, "h2": {"benchmark": 1e-8}}.items():
+        r = env.client.put(
+            f"/api/v1/resources/{host}", json={"properties": props}, headers=env.h("operator")
+        )
+        assert r.status_code == 200, r.text
+    text = "N * (10 / flops_stencil + 8 / mem_rmw_unit_largest)"
+    assert post(env, tmpl(text=text)).status_code == 201
+    r = evaluate(env, params={"N": 1000}, systems=["h0", "h1", "h2", "h0,h1", "h0,h2"])
+    assert r.status_code == 200, r.text
+    h0, h1, h2, pair, with_h2 = r.json()["results"]
+    # synthetic_profile: stencil 2e9 flop/s, every curve 4e9 B/s at 1 KiB and 1e9 at 1 GiB
+    assert h0["value"] == pytest.approx(1000 * (10 / 2e9 + 8 / 1e9), rel=1e-12)
+    assert h0["parameters"]["flops_stencil"] == pytest.approx(2e9, rel=1e-12)  # not the property
+    assert h0["sources"] == {"flops_stencil": "profile", "mem_rmw_unit_largest": "profile"}
+    assert h1["value"] == pytest.approx(2 * h0["value"], rel=1e-12)
+    assert pair["value"] == pytest.approx(h1["value"], rel=1e-12)  # the slower member's
+    for missing in (h2, with_h2):
+        assert missing["value"] is None
+        problem = missing["problem"]
+        assert problem["type"] == "missing_system_parameter"
+        assert problem["name"] == "flops_stencil"
+        assert "resource h2 has no machine profile" in problem["message"]
+        assert "ppe profile --out" in problem["message"]
+    assert "/api/v1/resources/h2/profiles" in h2["problem"]["message"]

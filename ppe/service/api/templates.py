@@ -4,13 +4,15 @@ A template is a grammar expression over an application's parameters and the syst
 ppe.empirical.templates and docs/empirical.md, "Templates"). It is checked when stored (422
 naming every problem, nothing stored) and belongs to the token that stored it, like a user
 model: only that token or an admin may replace or delete it. Evaluating reads each system's
-figures from the store (resource properties, the forecasts' means of its measured series) and
-answers per system a value or the problem that prevented one.
+figures from the store (resource properties, the forecasts' means of its measured series, the
+named figures of its newest machine profile) and answers per system a value or the problem
+that prevented one.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from types import MappingProxyType
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Response, status
@@ -22,6 +24,7 @@ from forecaster import InsufficientData
 from ppe.core import GrammarError
 from ppe.empirical.systems import HostFigures, System, system_of
 from ppe.empirical.templates import compile_template, evaluate_on_systems
+from ppe.pmac import PROFILE_PARAMETERS, profile_parameters
 from ppe.service.api.groups import group_members
 from ppe.service.auth import APP_USE, READ, Principal, authorize, require
 from ppe.service.deps import ForecastCacheDep, SessionDep, commit
@@ -45,10 +48,12 @@ from ppe.service.schemas_templates import (
 )
 from ppe.service.store.db import release
 from ppe.service.store.models import LINK_METRICS, Resource, ResourceGroup, Series, Template
+from ppe.service.store.pmac import latest_profiles
 
 router = APIRouter(tags=["templates"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 AppUser = Annotated[Principal, Depends(authorize(*APP_USE))]
 TEMPLATE_WRITE = {**CONFLICT, 422: PLANNING[422]}
+PROFILE_WORST = MappingProxyType({name: p.worst for name, p in PROFILE_PARAMETERS.items()})
 
 
 def _out(t: Template) -> TemplateOut:
@@ -196,8 +201,9 @@ def _members(wanted: Sequence[str] | None, session: Session) -> list[tuple[str, 
 def read_systems(
     session: Session, cache: ForecastCache, wanted: Sequence[str] | None
 ) -> list[System]:
-    """Each system's figures from the store: its resources' properties and the forecast means
-    of their measured series (a group counts only the links between its members)."""
+    """Each system's figures from the store: its resources' properties, the forecast means
+    of their measured series (a group counts only the links between its members) and the
+    named figures of their newest machine profiles (``ppe.pmac.profile_parameters``)."""
     groups = _members(wanted, session)
     needed = sorted({m for _, members in groups for m in members})
     query = select(Resource.name, Resource.properties, Series.id, Series.metric, Series.peer)
@@ -213,6 +219,10 @@ def read_systems(
     unknown = [m for m in needed if m not in properties]
     if unknown:
         raise problem(404, f"unknown resource(s): {', '.join(unknown)}", "systems")
+    profiles = {
+        host: profile_parameters(stored.profile)
+        for host, stored in latest_profiles(session, needed).items()
+    }
     release(session)  # the forecast cache reads the store on its own connection
     means: dict[int, float | None] = {}
 
@@ -235,6 +245,8 @@ def read_systems(
                 value = mean(sid, metric)
                 if value is not None:
                     measured.setdefault(metric, []).append(value)
-            figures.append(HostFigures(member, properties[member], measured))
-        systems.append(system_of(system, figures))
+            figures.append(
+                HostFigures(member, properties[member], measured, profiles.get(member, {}))
+            )
+        systems.append(system_of(system, figures, PROFILE_WORST))
     return systems

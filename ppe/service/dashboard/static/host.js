@@ -1,4 +1,5 @@
-/* Host page: history with the forecast band, battery errors, fitted distribution, link forecasts. */
+/* Host page: history with the forecast band, battery errors, fitted distribution, link forecasts,
+   the calibrated benchmark and the machine profile (PMaC, docs/pmac.md). */
 "use strict";
 
 (function () {
@@ -284,6 +285,145 @@
     dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   }
 
+  /* ---- machine profile ---- */
+  const PATTERN_COLORS = { unit: "#3b5bdb", stride2: "#e8590c", random: "#2b8a3e" };
+  const PATTERN_ORDER = ["unit", "stride2", "random"];
+  const FIGURE_LABEL = {
+    dense: "Flops, dense (matrix multiply, one BLAS thread)",
+    stencil: "Flops, stencil (numpy 5-point, in cache)",
+    call: "Overhead per numpy call (small strided views)",
+    view: "Overhead per 2-D strided view",
+  };
+  let profileDrawn = null; // the version drawn, so a refresh redraws only for another one
+  let profilePinned = false; // the operator picked a version: a newer one does not replace it
+
+  function bytesLabel(b) {
+    const units = ["B", "KiB", "MiB", "GiB", "TiB"];
+    let i = 0; let v = b;
+    while (v >= 1024 && i < units.length - 1) { v /= 1024; i++; }
+    return P.num(v, 3) + " " + units[i];
+  }
+  function sd(samples) {
+    const n = samples.length;
+    if (n < 2) return 0;
+    const m = samples.reduce((a, b) => a + b, 0) / n;
+    return Math.sqrt(samples.reduce((a, b) => a + (b - m) ** 2, 0) / (n - 1));
+  }
+  /** Ticks at powers of 8 KiB apart, labelled in KiB/MiB/GiB, over the sizes shown. */
+  function sizeAxis(sizes, title) {
+    const lo = Math.min(...sizes); const hi = Math.max(...sizes);
+    const ticks = [];
+    for (let e = 0; 2 ** e <= hi * 2; e += 3) if (2 ** e >= lo / 2) ticks.push(2 ** e);
+    return { type: "log", title: { text: title }, tickvals: ticks, ticktext: ticks.map(bytesLabel) };
+  }
+
+  function curveTrace(c) {
+    const shared = c.copies > 1;
+    const pts = c.points;
+    return {
+      x: pts.map((p) => p.bytes), y: pts.map((p) => p.value / 1e9), mode: "lines+markers",
+      name: c.kind + " " + c.pattern + (shared ? ", " + c.copies + " copies (each)" : ""),
+      line: { color: PATTERN_COLORS[c.pattern] || "#495057", width: shared ? 1.6 : 2.2, dash: shared ? "dash" : "solid" },
+      marker: { size: shared ? 4 : 6 },
+      error_y: { type: "data", array: pts.map((p) => sd(p.samples) / 1e9), visible: true, thickness: 1, width: 3 },
+      customdata: pts.map((p) => [bytesLabel(p.bytes), p.samples.length]),
+      hovertemplate: "%{fullData.name}<br>%{customdata[0]}: %{y:.3g} GB/s (%{customdata[1]} repetitions)<extra></extra>",
+    };
+  }
+
+  function drawMemory(profile, kind) {
+    const curves = (profile.memory || []).filter((c) => c.kind === kind)
+      .sort((a, b) => a.copies - b.copies || PATTERN_ORDER.indexOf(a.pattern) - PATTERN_ORDER.indexOf(b.pattern));
+    const sizes = curves.flatMap((c) => c.points.map((p) => p.bytes));
+    P.plot("#chart-profile-" + kind, curves.map(curveTrace), {
+      xaxis: sizeAxis(sizes, "working set"), yaxis: { title: { text: "GB/s (each copy)" }, rangemode: "tozero" },
+      margin: { l: 60, r: 16, t: 36, b: 48 },
+    });
+  }
+
+  function drawMessages(profile) {
+    const curves = profile.messages || [];
+    const node = $("#chart-profile-messages");
+    if (!curves.length) {
+      node.hidden = true;
+      P.setText("#profile-messages-note", "No message figures in this profile (the probe does not measure them yet).");
+      return;
+    }
+    node.hidden = false;
+    P.setText("#profile-messages-note", "One-way time of one message of each size (mean of the repetitions).");
+    const sizes = curves.flatMap((c) => c.points.map((p) => p.bytes)).filter((b) => b > 0);
+    P.plot(node, curves.map((c, i) => ({
+      x: c.points.map((p) => p.bytes), y: c.points.map((p) => p.value), mode: "lines+markers", name: "to " + c.peer,
+      line: { color: P.colorFor(c.peer, i), width: 2 }, customdata: c.points.map((p) => bytesLabel(p.bytes)),
+      hovertemplate: "to " + c.peer + "<br>%{customdata}: %{y:.3s}s<extra></extra>",
+    })), { xaxis: sizeAxis(sizes.length ? sizes : [1, 1024], "message size"),
+      yaxis: { type: "log", title: { text: "one-way seconds" } }, margin: { l: 64, r: 16, t: 36, b: 48 } });
+  }
+
+  function figureRows(figures, unitOf, nameOf) {
+    return Object.entries(figures || {}).map(([kind, f]) => h("tr", { dataset: { figure: kind } },
+      h("th", { scope: "row" }, FIGURE_LABEL[kind] || kind),
+      h("td", { class: "num" }, unitOf(f.value)),
+      h("td", { class: "num" }, P.pct(sd(f.samples) / f.value)),
+      h("td", { class: "num" }, String(f.samples.length)),
+      h("td", {}, h("code", {}, nameOf(kind)))));
+  }
+
+  function drawProfile(stored, versions) {
+    const p = stored.profile;
+    const m = p.machine || {};
+    const loadAvg = Array.isArray(m.load_average) ? m.load_average.map((x) => P.num(x, 2)).join(", ") : null;
+    const rows = [
+      ["Version", stored.version + " of " + versions.length + (stored.version === versions[0].version ? " (newest)" : "")],
+      ["Measured", P.when(stored.measured_at) + " (" + P.age(P.now() - stored.measured_at) + " ago)"],
+      ["Method", stored.method || P.DASH],
+      ["Quick", stored.quick ? "yes: fewer sizes and repetitions (ppe profile --quick)" : "no: the full sweep"],
+      ["Machine", [m.cpu, P.finite(m.cpus) ? m.cpus + " CPUs" : null, m.numpy ? "numpy " + m.numpy : null,
+        loadAvg ? "load average " + loadAvg : null].filter(Boolean).join(" · ") || P.DASH],
+    ];
+    $("#profile-meta").replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
+    $("#profile-body").hidden = false; // before drawing: plotly sizes the charts to their box
+    drawMemory(p, "read");
+    drawMemory(p, "rmw");
+    $("#profile-rates-body").replaceChildren(
+      ...figureRows(p.flops, (v) => P.num(v / 1e9, 3) + " GFLOP/s", (k) => "flops_" + k),
+      ...figureRows(p.overheads, P.seconds, (k) => k + "_s"));
+    drawMessages(p);
+  }
+
+  function fillVersions(versions) {
+    const sel = $("#profile-version");
+    const keep = profilePinned ? sel.value : String(versions[0].version);
+    sel.replaceChildren(...versions.map((v) => h("option", { value: String(v.version) },
+      "v" + v.version + " · " + P.when(v.measured_at) + (v.quick ? " · quick" : ""))));
+    sel.value = [...sel.options].some((o) => o.value === keep) ? keep : String(versions[0].version);
+    $("#profile-pick").hidden = false;
+  }
+
+  async function renderProfile() {
+    let versions;
+    try { versions = await P.api("/resources/" + hostPath + "/profiles"); } catch (e) {
+      if (e.status === 401) throw e;
+      P.setText("#profile-note", "Profile unavailable: " + e.message);
+      return;
+    }
+    if (!versions.length) {
+      $("#profile-body").hidden = true; $("#profile-pick").hidden = true;
+      $("#profile-note").replaceChildren("No profile yet: measure one with ", h("code", {}, "ppe profile --out " + host + ".json"),
+        " and POST it to ", h("code", {}, "/api/v1/resources/" + host + "/profiles"), "; the sensor measures one daily.");
+      profileDrawn = null;
+      return;
+    }
+    fillVersions(versions);
+    const version = Number($("#profile-version").value);
+    if (version === profileDrawn) return;
+    const stored = await P.api("/resources/" + hostPath + "/profile" + P.query({ version }));
+    P.setText("#profile-note", "The rates this host's probe measured (PMaC machine profile, docs/pmac.md); " +
+      "planning convolves them with an application's signature when the host has no other speed.");
+    drawProfile(stored, versions);
+    profileDrawn = version;
+  }
+
   async function load() {
     try { resource = await P.api("/resources/" + hostPath); } catch (e) { e.unknownHost = e.status === 404; throw e; }
     fillSeriesSelect();
@@ -306,6 +446,7 @@
     drawBattery(metric, hist, base);
     await renderLinks();
     await renderCalibration();
+    await renderProfile();
     if (failed) throw failed.reason;
     P.liveStatus(true, "Updated " + new Date().toLocaleTimeString());
   }
@@ -319,6 +460,13 @@
   $("#battery-all").addEventListener("click", () => {
     showAllMembers = !showAllMembers;
     if (lastBattery) drawBattery(...lastBattery);
+  });
+  $("#profile-version").addEventListener("change", async () => {
+    const sel = $("#profile-version");
+    profilePinned = sel.selectedIndex > 0;
+    try { await renderProfile(); } catch (e) {
+      if (e.status !== 401) P.setText("#profile-note", "Profile unavailable: " + e.message);
+    }
   });
   $("#controls").addEventListener("submit", (e) => e.preventDefault());
   for (const id of ["#series", "#horizon", "#confidence", "#limit"]) $(id).addEventListener("change", refresh);
