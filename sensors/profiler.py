@@ -276,11 +276,10 @@ class ProfileTask:
             return None
         finally:
             self.lock.release()
+        # a stop cuts the sweeps short; what was measured is kept for the next start
         sweeps = sweep_peers(
             s.peers, self.lock, s.sweep, self.stop, me=s.host, timeout=s.probe_timeout
         )
-        if self.stop.is_set():
-            return None
         body["messages"] = [sweep.to_json() for sweep in sweeps]
         path = self.pending.add(json.dumps(body), float(body["measured_at"]))
         self.stats.measured += 1
