@@ -100,6 +100,7 @@ def main() -> int:
             "--cpu-probe-interval", str(args.cpu_probe_interval),
             "--cpu-probe-duration", str(args.cpu_probe_duration),
             "--spool", str(tmp / name), "--log-level", "DEBUG",
+            "--profile-every", "0",  # the daily machine profile is costed in docs/pmac.md
         ]  # fmt: skip
         procs.append(subprocess.Popen(argv, stderr=(tmp / f"{name}.log").open("w")))
     try:

@@ -326,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "1",
                         "--cpu-probe-interval",
                         "10",
+                        "--profile-every",  # no machine profile: it loads both cores
+                        "0",
                         "--spool",
                         str(workdir / f"spool-{host}"),
                     ),

@@ -1,4 +1,5 @@
-"""`ppe sensor`: parse the configuration, run the daemon, stop cleanly on SIGTERM/SIGINT."""
+"""`ppe sensor`: parse the configuration, run the daemon, stop cleanly on SIGTERM/SIGINT;
+SIGUSR1 measures and posts a machine profile now (`systemctl kill -s USR1 ppe-sensor`)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,23 @@ import signal
 import sys
 import threading
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from sensors.config import ConfigError, load_config
 from sensors.spool import SpoolLocked
 
+if TYPE_CHECKING:
+    from sensors.daemon import SensorDaemon
+
 log = logging.getLogger("ppe.sensor")
+
+
+def install_signals(daemon: SensorDaemon) -> None:
+    """SIGTERM and SIGINT stop the daemon, SIGUSR1 asks it for a machine profile now (the
+    handlers only set events). Call from the main thread."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: daemon.request_stop())
+    signal.signal(signal.SIGUSR1, lambda *_: daemon.request_profile())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -42,8 +55,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ppe sensor: {e}", file=sys.stderr)
         return 2
     if threading.current_thread() is threading.main_thread():
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            signal.signal(sig, lambda *_: daemon.request_stop())
+        install_signals(daemon)
     try:
         return daemon.run()
     except OSError as e:  # e.g. the probe port is taken

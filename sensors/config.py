@@ -124,6 +124,13 @@ def _positive(kind: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return convert
 
 
+def _non_negative(value: Any) -> float:
+    out = float(value)
+    if not out >= 0 or out == float("inf"):
+        raise ConfigError(f"must be 0 or a positive number, got {value!r}")
+    return out
+
+
 def _optional_path(value: Any) -> Path | None:
     return Path(str(value)).expanduser() if str(value) else None
 
@@ -149,6 +156,7 @@ class SensorConfig:
     http_timeout: float = 10.0
     backoff_initial: float = 1.0
     backoff_max: float = 60.0
+    profile_every: float = 86400.0
     record: bool = False
     log_level: str = "INFO"
 
@@ -228,6 +236,13 @@ SETTINGS: tuple[Setting, ...] = (
     Setting("http_timeout", _positive(float), "HTTP request timeout (default 10 s)", "S"),
     Setting("backoff_initial", _positive(float), "first retry delay (default 1 s)", "S"),
     Setting("backoff_max", _positive(float), "longest retry delay (default 60 s)", "S"),
+    Setting(
+        "profile_every",
+        _non_negative,
+        "measure this host's machine profile at start and then every S seconds, and post it "
+        "(default 86400; 0: only on SIGUSR1)",
+        "S",
+    ),
     Setting(
         "record", _bool, "journal every measurement taken in the spool (audits, tests)", "BOOL"
     ),

@@ -1,8 +1,10 @@
 """The sensor daemon: measuring threads feed the spool, one uploader drains it.
 
 Threads: CPU (a reading every period, an active probe every cpu_probe_interval), prober (one
-experiment per peer per period), responder (serves other sensors' probes), uploader. They
-share one stop event; stopping joins the measuring threads, then flushes the spool once.
+experiment per peer per period), responder (serves other sensors' probes), uploader, and
+profile (the machine profile at start, every profile_every seconds and on request_profile(),
+i.e. SIGUSR1; sensors/profiler.py). They share one stop event; stopping joins the measuring
+threads, then flushes the spool once.
 """
 
 from __future__ import annotations
@@ -21,9 +23,11 @@ import httpx
 from sensors.config import ConfigError, Peer, SensorConfig, describe
 from sensors.cpu import CpuSensor, usable_cpus
 from sensors.measurement import InvalidMeasurement, Measurement
-from sensors.netprobe import HostLock, Prober, ProbeResult, Responder
+from sensors.netprobe import HostLock, Prober, ProbeResult, Responder, SweepConfig
 from sensors.poster import Backoff, MeasurementPoster, Uploader
-from sensors.spool import DeadLetter, Spool
+from sensors.probe_config import ProbeConfig
+from sensors.profiler import ProfileSettings, ProfileTask, QuietWindow
+from sensors.spool import DeadLetter, PendingProfiles, Spool
 
 log = logging.getLogger("ppe.sensor")
 
@@ -32,7 +36,16 @@ STATUS_EVERY_S = 300.0
 
 
 class SensorDaemon:
-    def __init__(self, cfg: SensorConfig, transport: httpx.BaseTransport | None = None) -> None:
+    def __init__(
+        self,
+        cfg: SensorConfig,
+        transport: httpx.BaseTransport | None = None,
+        *,
+        probe: ProbeConfig | None = None,
+        sweep: SweepConfig | None = None,
+    ) -> None:
+        """``probe`` and ``sweep`` set what the machine profile measures (default: the quick
+        probe and 8 B .. 4 MiB messages); tests pass small ones."""
         if cfg.cpus and not cfg.cpus <= usable_cpus():
             raise ConfigError(
                 f"--cpus {sorted(cfg.cpus)}: this process may only use CPUs {sorted(usable_cpus())}"
@@ -57,11 +70,32 @@ class SensorDaemon:
             if cfg.listen is not None
             else None
         )
+        self.quiet = QuietWindow()
+        self.profiler = ProfileTask(
+            ProfileSettings(
+                host=cfg.name,
+                every=cfg.profile_every,
+                probe=probe or ProbeConfig.quick(),
+                sweep=sweep or SweepConfig(),
+                peers=cfg.peers,
+                cpus=cfg.cpus,
+                probe_timeout=cfg.probe_timeout,
+            ),
+            lock=self.lock,
+            quiet=self.quiet,
+            # its own client: the uploader's is not shared across threads
+            poster=MeasurementPoster(cfg.server, cfg.token, cfg.http_timeout, transport),
+            pending=PendingProfiles(cfg.spool_dir),
+            dead_letter=DeadLetter(cfg.spool_dir / "profile-dead-letter.jsonl"),
+            stop=self.stop_event,
+            backoff=Backoff(cfg.backoff_initial, cfg.backoff_max),
+        )
         self.taken = 0
         self._warned_self_probe: set[Peer] = set()
         self._last_stamp: dict[tuple[str, str | None], float] = {}
         self._measurers: list[threading.Thread] = []
         self._uploader_thread: threading.Thread | None = None
+        self._profile_thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -69,6 +103,9 @@ class SensorDaemon:
         log.info("sensor %s starting: %s", self.cfg.name, describe(self.cfg))
         if self.spool.pending:
             log.info("resuming with %d spooled measurements to post first", self.spool.pending)
+        waiting = self.profiler.pending.paths()
+        if waiting:
+            log.info("resuming with %d machine profiles to post first", len(waiting))
         if self.responder is not None:
             self.responder.start()
         if self.cfg.cpu:
@@ -85,11 +122,17 @@ class SensorDaemon:
             )
             self._measurers.append(self._spawn("prober", prober.run))
         self._uploader_thread = self._spawn("uploader", self.uploader.run)
+        self._profile_thread = self._spawn("profile", self.profiler.run)
 
     def request_stop(self) -> None:
         """Safe from a signal handler: only sets events."""
         self.stop_event.set()
         self.uploader.notify()
+        self.profiler.notify()
+
+    def request_profile(self) -> None:
+        """Measure and post a machine profile now (SIGUSR1). Safe from a signal handler."""
+        self.profiler.request()
 
     def stop(self, flush_timeout: float = 10.0) -> bool:
         """Stop measuring, post what is pending (bounded), close. True if nothing is left."""
@@ -98,11 +141,14 @@ class SensorDaemon:
             t.join(timeout=self.cfg.probe_timeout + self.cfg.cpu_probe_duration + 2.0)
         if self._uploader_thread is not None:
             self._uploader_thread.join(timeout=self.cfg.http_timeout + 2.0)
+        if self._profile_thread is not None:  # a probe child is ended at once; a post or sweep
+            self._profile_thread.join(timeout=self.cfg.http_timeout + self.cfg.probe_timeout)
         if self.responder is not None:
             self.responder.stop()
         flushed = self.uploader.flush(flush_timeout)
         log.info("sensor %s stopped; %s", self.cfg.name, self.status())
         self.poster.close()
+        self.profiler.poster.close()
         self.spool.close()
         return flushed
 
@@ -118,11 +164,13 @@ class SensorDaemon:
         return 0
 
     def status(self) -> str:
-        s, c = self.uploader.stats, self.spool.counters()
+        s, c, p = self.uploader.stats, self.spool.counters(), self.profiler.stats
         return (
             f"taken={self.taken} posted={s.measurements} in {s.batches} batches "
             f"pending={self.spool.pending} post_failures={s.failures} "
-            f"dead_lettered={c.get('dead_lettered', 0)} dropped={c.get('dropped', 0)}"
+            f"dead_lettered={c.get('dead_lettered', 0)} dropped={c.get('dropped', 0)} "
+            f"profiles measured={p.measured} posted={p.posted} "
+            f"pending={len(self.profiler.pending.paths())} refused={p.rejected}"
         )
 
     def _spawn(self, name: str, target: Callable[[], None]) -> threading.Thread:
@@ -169,6 +217,7 @@ class SensorDaemon:
         cfg = self.cfg
         if cfg.cpus:
             os.sched_setaffinity(0, cfg.cpus)  # this thread only: the probe runs on these CPUs
+        mark = self.quiet.mark()  # before the sensor's first window starts
         sensor = CpuSensor(cpus=cfg.cpus, probe_duration=cfg.cpu_probe_duration)
         next_probe = time.monotonic()  # probe at the first reading to learn the bias early
         tick = time.monotonic()
@@ -180,12 +229,23 @@ class SensorDaemon:
                     return
                 sensor.sample_run_queue()
             tick = max(tick + cfg.period, time.monotonic() - cfg.period / 2)  # no bursts
-            probe = time.monotonic() >= next_probe and self.lock.acquire(min(cfg.period / 4, 1.0))
+            probe = (
+                not self.quiet.disturbed(mark)
+                and time.monotonic() >= next_probe
+                and self.lock.acquire(min(cfg.period / 4, 1.0))
+            )
+            next_mark = self.quiet.mark()  # the next window starts inside reading()
             try:
                 reading = sensor.reading(with_probe=probe)
             finally:
                 if probe:
                     self.lock.release()
+            stamp = time.time()
+            if self.quiet.disturbed(mark):  # the profile probe loaded the CPUs in this window
+                log.debug("cpu reading dropped: the profile probe ran during its window")
+                mark = next_mark
+                continue
+            mark = next_mark
             if probe:
                 next_probe = time.monotonic() + cfg.cpu_probe_interval
                 log.debug(
@@ -194,7 +254,7 @@ class SensorDaemon:
                     reading.passive,
                     reading.bias,
                 )
-            self.emit([Measurement(cfg.name, "cpu", time.time(), reading.value)])
+            self.emit([Measurement(cfg.name, "cpu", stamp, reading.value)])
 
     def _on_probe(self, peer: Peer, result: ProbeResult) -> None:
         name = peer.name or result.peer

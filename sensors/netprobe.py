@@ -6,6 +6,11 @@ half the median round trip: one-way, what a message costs in the models) and the
 transfer of `size` bytes up to the responder's one-byte acknowledgement (bandwidth is bytes
 over that time; 64 KiB by default, as NWS used).
 
+The message sweep of a machine profile (PingPong over sizes, ``message_sweep``) uses the
+same two operations on one connection, so any responder serves it: the one-way time of an
+n-byte message is the bulk transfer of n bytes up to the acknowledgement, less the
+acknowledgement's own one-way time (half a small echo's round trip, measured just before).
+
 Experiments on one host never overlap, or they would measure each other: a HostLock is held by
 the outgoing probe, by the responder while it serves one, and by the active CPU probe. A
 responder that is busy answers BUSY and the prober retries a little later, within its slot.
@@ -13,6 +18,7 @@ responder that is busy answers BUSY and the prober retries a little later, withi
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import socket
@@ -22,6 +28,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sensors.config import Endpoint, Peer
 
@@ -202,11 +209,10 @@ def _ping(sock: socket.socket) -> float:
     return time.perf_counter() - t0
 
 
-def probe(
-    endpoint: Endpoint, size: int = 64 * 1024, pings: int = 3, timeout: float = 5.0
-) -> ProbeResult:
-    """One experiment against a responder. The caller holds this host's HostLock."""
-    with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout) as sock:
+def _connect(endpoint: Endpoint, timeout: float) -> tuple[socket.socket, str]:
+    """A connection past the responder's greeting, and the name it announced."""
+    sock = socket.create_connection((endpoint.host, endpoint.port), timeout=timeout)
+    try:
         sock.settimeout(timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         line = _recv_line(sock)
@@ -214,7 +220,18 @@ def probe(
             raise ProbeBusy(str(endpoint))
         if not line.startswith(HELLO):
             raise ProbeError(f"{endpoint} is not a PPE probe responder")
-        name = line[len(HELLO) :].strip().decode(errors="replace")
+    except BaseException:
+        sock.close()
+        raise
+    return sock, line[len(HELLO) :].strip().decode(errors="replace")
+
+
+def probe(
+    endpoint: Endpoint, size: int = 64 * 1024, pings: int = 3, timeout: float = 5.0
+) -> ProbeResult:
+    """One experiment against a responder. The caller holds this host's HostLock."""
+    sock, name = _connect(endpoint, timeout)
+    with sock:
         timestamp = time.time()
         _ping(sock)  # warm the path; the first echo pays for cold caches
         rtt = statistics.median(_ping(sock) for _ in range(max(pings, 1)))
@@ -227,6 +244,96 @@ def probe(
         elapsed = time.perf_counter() - t0
         sock.sendall(OP_QUIT)
     return ProbeResult(name, timestamp, rtt, rtt / 2.0, size / max(elapsed, 1e-9))
+
+
+def message_sizes(max_bytes: int, min_bytes: int = 8) -> list[int]:
+    """``min_bytes`` times powers of 4 up to ``max_bytes``, and ``max_bytes`` itself last."""
+    if min_bytes < 1 or max_bytes <= min_bytes:
+        raise ValueError(f"message sizes need 1 <= min < max, got {min_bytes}..{max_bytes}")
+    out, size = [], min_bytes
+    while size < max_bytes:
+        out.append(size)
+        size *= 4
+    return [*out, max_bytes]
+
+
+@dataclass(frozen=True)
+class SweepConfig:
+    """The message sweep of a profile: sizes 8 B .. ``max_bytes`` (powers of 4), ``reps``
+    timed messages of each; a busy peer is retried for up to ``busy_for`` seconds."""
+
+    max_bytes: int = 4 << 20
+    reps: int = 5
+    busy_for: float = 30.0
+
+    def sizes(self) -> list[int]:
+        return message_sizes(self.max_bytes)
+
+
+def _one_way(sock: socket.socket, message: bytes) -> float:
+    """One-way seconds of ``message`` (a bulk operation): the transfer up to the 1-byte
+    acknowledgement less the acknowledgement's own way, half a small echo's round trip; at
+    small sizes, where message and acknowledgement are alike, never under half the exchange."""
+    rtt = _ping(sock)
+    t0 = time.perf_counter()
+    sock.sendall(message)
+    if _recv_exact(sock, 1) != ACK:
+        raise ProbeError("bad acknowledgement")
+    exchange = time.perf_counter() - t0
+    return max(exchange - rtt / 2.0, exchange / 2.0)
+
+
+@dataclass(frozen=True)
+class MessagePoint:
+    size: int
+    samples: tuple[float, ...]  # one-way seconds of each timed message
+    seconds: float  # wall time this size took to measure
+    method: str
+
+
+@dataclass(frozen=True)
+class MessageSweep:
+    """One-way times of messages of each size to ``peer``. ``to_json`` is a message curve of
+    a machine profile (``ppe.pmac.profile``, format version 1), written here so that the
+    daemon need not import numpy and ``ppe.pmac``; a test reads it back with ppe.pmac."""
+
+    peer: str
+    points: tuple[MessagePoint, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "peer": self.peer,
+            "points": [
+                {
+                    "bytes": p.size,
+                    "value": statistics.fmean(p.samples),
+                    "samples": list(p.samples),
+                    "seconds": p.seconds,
+                    "method": p.method,
+                }
+                for p in self.points
+            ],
+        }
+
+
+def message_sweep(
+    endpoint: Endpoint, sizes: list[int], reps: int = 5, timeout: float = 5.0
+) -> MessageSweep:
+    """One-way time of a message of each size to the responder at ``endpoint`` (PingPong-
+    like, over the existing probe operations), named by the name the responder announces.
+    The caller holds this host's HostLock."""
+    sock, name = _connect(endpoint, timeout)
+    points = []
+    with sock:
+        _one_way(sock, OP_BULK + struct.pack("!I", sizes[0]) + bytes(sizes[0]))  # warm the path
+        for size in sizes:
+            message = OP_BULK + struct.pack("!I", size) + bytes(size)
+            t0 = time.perf_counter()
+            samples = tuple(_one_way(sock, message) for _ in range(max(reps, 1)))
+            method = f"TCP, {size} B bulk to its 1-byte ack less half a 9 B echo round trip"
+            points.append(MessagePoint(size, samples, time.perf_counter() - t0, method))
+        sock.sendall(OP_QUIT)
+    return MessageSweep(name, tuple(points))
 
 
 class Prober:
@@ -307,3 +414,57 @@ class Prober:
         elif not up and peer not in self.down:
             self.down.add(peer)
             log.warning("probe peer %s unreachable (%s); will keep trying quietly", peer, why)
+
+
+def sweep_peer(
+    peer: Peer,
+    lock: HostLock,
+    cfg: SweepConfig,
+    stop: threading.Event,
+    timeout: float = 5.0,
+    rng: random.Random | None = None,
+) -> MessageSweep:
+    """The message sweep to ``peer`` as one experiment (this host's lock held, retried while
+    either end is busy for up to ``cfg.busy_for`` s), named as the prober names the peer.
+    Raises ProbeBusy when it never got a turn, OSError or ProbeError when the peer fails."""
+    rng = rng or random.Random()
+    deadline = time.monotonic() + cfg.busy_for
+    while not stop.is_set():
+        if lock.acquire(min(0.5, deadline - time.monotonic())):
+            try:
+                curve = message_sweep(peer.endpoint, cfg.sizes(), cfg.reps, timeout)
+                return dataclasses.replace(curve, peer=peer.name or curve.peer)
+            except ProbeBusy:
+                pass
+            finally:
+                lock.release()
+        if time.monotonic() >= deadline:
+            break
+        stop.wait(rng.uniform(0.05, 0.5))
+    raise ProbeBusy(f"{peer}: no turn for the message sweep within {cfg.busy_for:g} s")
+
+
+def sweep_peers(
+    peers: tuple[Peer, ...],
+    lock: HostLock,
+    cfg: SweepConfig,
+    stop: threading.Event,
+    *,
+    me: str,
+    timeout: float = 5.0,
+    warn: Callable[[str], None] = log.warning,
+) -> list[MessageSweep]:
+    """A sweep to each peer that answers, in order; one that does not is reported through
+    ``warn`` and left out, and a peer that turns out to be this host (``me``) is skipped."""
+    out = []
+    for peer in peers:
+        if stop.is_set():
+            break
+        try:
+            sweep = sweep_peer(peer, lock, cfg, stop, timeout)
+        except (OSError, ProbeError, ProbeBusy) as exc:
+            warn(f"no message sweep to {peer}: {exc or type(exc).__name__}")
+            continue
+        if sweep.peer != me:
+            out.append(sweep)
+    return out

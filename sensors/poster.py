@@ -18,6 +18,8 @@ import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -27,6 +29,7 @@ from sensors.spool import DeadLetter, Entry, Spool
 log = logging.getLogger("ppe.sensor.post")
 
 MEASUREMENTS_PATH = "/api/v1/measurements"
+PROFILES_PATH = "/api/v1/resources/{host}/profiles"
 RETRYABLE_4XX = frozenset({408, 425, 429})
 
 
@@ -62,7 +65,8 @@ def _retry_after(value: str | None) -> float | None:
 
 
 class MeasurementPoster:
-    """POST /api/v1/measurements with the sensor's bearer token; never raises."""
+    """POST /api/v1/measurements (and a machine profile to /api/v1/resources/{host}/profiles)
+    with the sensor's bearer token; never raises."""
 
     def __init__(
         self,
@@ -71,7 +75,8 @@ class MeasurementPoster:
         timeout: float = 10.0,
         transport: httpx.BaseTransport | None = None,
     ) -> None:
-        self.url = server.rstrip("/") + MEASUREMENTS_PATH
+        self.server = server.rstrip("/")
+        self.url = self.server + MEASUREMENTS_PATH
         self.client = httpx.Client(
             timeout=timeout,
             transport=transport,
@@ -93,6 +98,21 @@ class MeasurementPoster:
             return PostResult(outcome, r.status_code, inserted=inserted)
         return PostResult(
             outcome, r.status_code, r.text[:2000], _retry_after(r.headers.get("retry-after"))
+        )
+
+    def post_profile(self, host: str, body: dict[str, Any]) -> PostResult:
+        """A profile as ``ppe.pmac.profile_to_dict`` gives it; STORED's detail is the
+        service's answer (201: a new version, 200: the same as the newest)."""
+        url = f"{self.server}{PROFILES_PATH.format(host=quote(host, safe=''))}"
+        try:
+            r = self.client.post(url, json=body)
+        except httpx.HTTPError as e:
+            return PostResult(Outcome.RETRY, None, f"{type(e).__name__}: {e}")
+        return PostResult(
+            classify(r.status_code),
+            r.status_code,
+            r.text[:2000],
+            _retry_after(r.headers.get("retry-after")),
         )
 
     def close(self) -> None:

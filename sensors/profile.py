@@ -37,9 +37,9 @@ import os
 import queue as queue_module
 import socket
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -53,46 +53,17 @@ from ppe.pmac.profile import (
     CurvePoint,
     Figure,
     MachineProfile,
+    profile_from_dict,
+    profile_to_dict,
     profile_to_json,
 )
+from sensors.config import ConfigError, parse_peer
+from sensors.netprobe import HostLock, MessageSweep, SweepConfig, sweep_peers
+from sensors.probe_config import MIN_BYTES, ProbeConfig
 
 FloatArray = npt.NDArray[np.float64]
-MIN_BYTES = 8 * 1024
 RANDOM_CAP = 1 << 17  # random elements per call: bounds the time at large working sets
 METHOD = "numpy kernels, CPU time (process_time), per-call overhead subtracted"
-
-
-@dataclass(frozen=True)
-class ProbeConfig:
-    """What to measure: sizes ``MIN_BYTES * 4^k`` up to ``max_bytes`` (steps of 2 from
-    ``fine_from`` on, where the last cache level ends and rates change fastest), ``reps``
-    repetitions of inner loops of at least ``min_time`` CPU seconds, sharing with
-    2..``copies`` copies."""
-
-    max_bytes: int
-    reps: int
-    min_time: float
-    copies: int
-    dense_n: int
-    fine_from: int | None = None
-
-    @classmethod
-    def quick(cls) -> ProbeConfig:
-        return cls(max_bytes=128 << 20, reps=3, min_time=0.002, copies=2, dense_n=256)
-
-    @classmethod
-    def full(cls) -> ProbeConfig:
-        return cls(
-            max_bytes=512 << 20, reps=5, min_time=0.02, copies=2, dense_n=512, fine_from=8 << 20
-        )
-
-    def sizes(self) -> list[int]:
-        out, size = [], MIN_BYTES
-        while size <= self.max_bytes:
-            out.append(size)
-            fine = self.fine_from is not None and size >= self.fine_from
-            size *= 2 if fine else 4
-        return out
 
 
 @contextlib.contextmanager
@@ -288,6 +259,12 @@ def measure_overheads(cfg: ProbeConfig) -> dict[str, Figure]:
     return {"call": call_fig, "view": view_fig}
 
 
+def _usable_cpus() -> int:
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1  # pragma: no cover - not Linux
+
+
 def _machine() -> dict[str, Any]:
     info: dict[str, Any] = {"cpus": os.cpu_count() or 1, "numpy": np.__version__}
     with contextlib.suppress(OSError):
@@ -308,15 +285,15 @@ def measure_profile(
     report: Callable[[str], None] | None = None,
 ) -> MachineProfile:
     """Measure this machine: overheads, memory curves, flop rates, then sharing curves for
-    2..``cfg.copies`` copies, at most one per CPU (more copies than cores would measure time
-    slicing, not sharing; none on a one-CPU host)."""
+    2..``cfg.copies`` copies, at most one per CPU this process may use (more copies than
+    cores would measure time slicing, not sharing; none on a one-CPU host)."""
     started = time.time()
     with _one_blas_thread():
         overheads = measure_overheads(cfg)
         memory = measure_memory(cfg, report=report)
         flops = measure_flops(cfg, overheads["call"].value, overheads["view"].value)
     curves = [Curve(p, k, 1, tuple(memory[(p, k)])) for p in PATTERNS for k in KINDS]
-    for copies in range(2, min(cfg.copies, os.cpu_count() or 1) + 1):
+    for copies in range(2, min(cfg.copies, _usable_cpus()) + 1):
         if report:
             report(f"sharing: {copies} copies")
         curves.extend(measure_sharing(cfg, copies))
@@ -353,6 +330,10 @@ def format_profile(p: MachineProfile) -> str:
         lines.append(f"flops {k}: {f.value / 1e9:.2f} GFLOP/s (+/- {f.rel_sd:.0%})")
     for k, f in p.overheads.items():
         lines.append(f"overhead {k}: {f.value * 1e6:.3f} us (+/- {f.rel_sd:.0%})")
+    for m in p.messages:
+        lines.append(f"messages to {m.peer}, one-way microseconds by size:")
+        lines.append("".join(f"{_size(size):>9}" for size, _ in m.points))
+        lines.append("".join(f"{fig.value * 1e6:9.1f}" for _, fig in m.points))
     lines.append(f"measured in {p.machine.get('probe_wall_seconds', '?')} s wall")
     return "\n".join(lines)
 
@@ -383,7 +364,32 @@ def build_parser() -> argparse.ArgumentParser:
         help="sharing curves for 2..K copies (default 2; 1: none)",
     )
     p.add_argument("--host", default=None, help="the host name to record (default: this host's)")
+    p.add_argument(
+        "--peers",
+        default="",
+        metavar="LIST",
+        help="also sweep message sizes to these sensors' probe responders: [name=]host:port,...",
+    )
+    p.add_argument(
+        "--message-max",
+        type=int,
+        default=SweepConfig().max_bytes,
+        metavar="BYTES",
+        help="largest message of the sweep (default 4 MiB; sizes 8 B up in powers of 4)",
+    )
     return p
+
+
+def with_messages(profile: MachineProfile, sweeps: Sequence[MessageSweep]) -> MachineProfile:
+    """The profile with a message curve per sweep (read through the profile's JSON form, the
+    one the daemon posts)."""
+    body = profile_to_dict(profile)
+    body["messages"] = [s.to_json() for s in sweeps]
+    return profile_from_dict(body)
+
+
+def _warn(text: str) -> None:
+    print(f"ppe profile: {text}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -402,7 +408,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         changes["copies"] = args.copies
     if changes:
         cfg = ProbeConfig(**{**cfg.__dict__, **changes})
+    try:
+        peers = [parse_peer(p) for p in args.peers.split(",") if p.strip()]
+        sweep = SweepConfig(max_bytes=args.message_max)
+        sweep.sizes()
+    except (ConfigError, ValueError) as exc:
+        print(f"ppe profile: {exc}", file=sys.stderr)
+        return 2
     profile = measure_profile(cfg, quick=args.quick, host=args.host)
+    if peers:
+        sweeps = sweep_peers(
+            tuple(peers), HostLock(), sweep, threading.Event(), me=profile.host, warn=_warn
+        )
+        profile = with_messages(profile, sweeps)
     print(format_profile(profile))
     if args.out is not None:
         args.out.write_text(profile_to_json(profile))

@@ -188,12 +188,11 @@ class DeadLetter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
 
     def write(self, measurements: Sequence[Measurement], status: int | None, reason: str) -> None:
-        record: dict[str, Any] = {
-            "at": time.time(),
-            "status": status,
-            "reason": reason,
-            "measurements": [m.to_json() for m in measurements],
-        }
+        self.append(status, reason, measurements=[m.to_json() for m in measurements])
+
+    def append(self, status: int | None, reason: str, **body: Any) -> None:
+        """One line: when, the answer, and ``body`` (what was refused, as it was posted)."""
+        record: dict[str, Any] = {"at": time.time(), "status": status, "reason": reason, **body}
         with self.path.open("a") as f:
             f.write(json.dumps(record) + "\n")
             f.flush()
@@ -203,3 +202,53 @@ class DeadLetter:
         if not self.path.exists():
             return []
         return [json.loads(line) for line in self.path.read_text().splitlines() if line.strip()]
+
+
+class PendingProfiles:
+    """Machine profiles measured but not yet acknowledged by the service: one JSON file each,
+    ``profile-pending-<measured_at in ms>.json`` in the spool directory, posted oldest first.
+
+    A file is written whole (temporary file, fsync, rename), so a crash leaves a profile or
+    nothing, and one found at start is posted before anything else. At most ``max_items``
+    are kept; past that the oldest go, loudly (planning reads the newest).
+    """
+
+    PREFIX = "profile-pending-"
+
+    def __init__(self, directory: Path, max_items: int = 30) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.max_items = max_items
+
+    def paths(self) -> list[Path]:
+        """Pending profiles, oldest measurement first."""
+        return sorted(self.directory.glob(f"{self.PREFIX}*.json"))
+
+    def add(self, text: str, measured_at: float) -> Path:
+        stamp = int(max(measured_at, 0.0) * 1000)
+        path = self.directory / f"{self.PREFIX}{stamp:015d}.json"
+        while path.exists():  # two measurements in one millisecond: keep both
+            stamp += 1
+            path = self.directory / f"{self.PREFIX}{stamp:015d}.json"
+        tmp = path.with_suffix(".tmp")
+        with tmp.open("w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+        self._sync_directory()
+        for old in self.paths()[: -self.max_items]:
+            log.error("%d profiles wait to be posted: dropped the oldest, %s", self.max_items, old)
+            self.remove(old)
+        return path
+
+    def remove(self, path: Path) -> None:
+        path.unlink(missing_ok=True)
+        self._sync_directory()
+
+    def _sync_directory(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)

@@ -57,6 +57,7 @@ def running_sensors(
                 sys.executable, "-m", "ppe", "sensor", "--server", url,
                 "--token", sensor_token, "--name", host, "--cpus", str(core),
                 "--period", str(PERIOD), "--batch-delay", "0.5",
+                "--profile-every", "0",  # a machine profile would load both cores at start
                 "--spool", str(spool / f"spool-{host}"),
             ]  # fmt: skip
             log = (spool / f"sensor-{host}.log").open("wb")

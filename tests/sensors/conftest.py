@@ -1,4 +1,5 @@
-"""Shared helpers for the sensor tests: an in-process fake of the measurements endpoint."""
+"""Shared helpers for the sensor tests: an in-process fake of the measurements and the
+machine-profile endpoints."""
 
 from __future__ import annotations
 
@@ -24,16 +25,22 @@ class FakeService:
     mode: str = "up"
     stored: dict[tuple[str, str, str, float], float] = field(default_factory=dict)
     posts: list[list[dict]] = field(default_factory=list)  # every batch received, in order
+    profiles: list[dict] = field(default_factory=list)  # every profile version stored, in order
+    profile_posts: int = 0  # every profile post tried, stored or not
     lock: threading.Lock = field(default_factory=threading.Lock)
 
     def handler(self, request: httpx.Request) -> httpx.Response:
         with self.lock:
+            if request.url.path.endswith("/profiles"):
+                self.profile_posts += 1
             if self.mode == "down":
                 raise httpx.ConnectError("connection refused", request=request)
             if request.headers.get("authorization") != f"Bearer {self.token}":
                 return httpx.Response(401, json={"detail": "missing or invalid token"})
             if self.mode != "up":
                 return httpx.Response(int(self.mode), json={"detail": f"fake {self.mode}"})
+            if request.url.path.endswith("/profiles"):
+                return self._profile(request)
             assert request.url.path == "/api/v1/measurements"
             items = json.loads(request.content)["measurements"]
             self.posts.append(items)
@@ -51,6 +58,23 @@ class FakeService:
                     "duplicates": len(items) - inserted,
                 },
             )
+
+    def _profile(self, request: httpx.Request) -> httpx.Response:
+        """POST /api/v1/resources/{name}/profiles as ppe/service/api/pmac.py answers it."""
+        from ppe.pmac import ProfileError, profile_from_dict, profile_to_dict
+
+        name = request.url.path.split("/")[-2]
+        try:
+            body = profile_to_dict(profile_from_dict(json.loads(request.content)))
+        except ProfileError as exc:
+            return httpx.Response(422, json={"detail": str(exc)})
+        if body["host"] != name:
+            return httpx.Response(422, json={"detail": f"the profile is of {body['host']!r}"})
+        mine = [p for p in self.profiles if p["host"] == name]
+        if mine and mine[-1] == body:
+            return httpx.Response(200, json={"host": name, "version": len(mine)})
+        self.profiles.append(body)
+        return httpx.Response(201, json={"host": name, "version": len(mine) + 1})
 
     def transport(self) -> httpx.MockTransport:
         return httpx.MockTransport(self.handler)

@@ -125,3 +125,13 @@ def test_endpoint_forms() -> None:
     assert parse_peer("x=[::1]:9") == Peer(Endpoint("::1", 9), "x")
     with pytest.raises(ConfigError):
         parse_peer("bad name=h:1")
+
+
+def test_profile_every_defaults_to_a_day_and_zero_turns_the_schedule_off() -> None:
+    assert load_config(BASE, environ={}).profile_every == 86400.0
+    assert load_config(BASE + ["--profile-every", "0"], environ={}).profile_every == 0.0
+    env = {"PPE_SENSOR_PROFILE_EVERY": "3600"}
+    assert load_config(BASE, environ=env).profile_every == 3600.0
+    for bad in ("-1", "nan", "inf", "daily"):
+        with pytest.raises(ConfigError, match="--profile-every"):
+            load_config(BASE + ["--profile-every", bad], environ={})

@@ -18,7 +18,7 @@ def config(tmp_path: Path, name: str, *extra: str):  # type: ignore[no-untyped-d
             "--server", "http://ppe.test", "--token", "sensor-token", "--name", name,
             "--period", "0.3", "--batch-delay", "0.3", "--batch-size", "10",
             "--cpu-probe-interval", "1", "--cpu-probe-duration", "0.05",
-            "--backoff-initial", "0.05", "--backoff-max", "0.2",
+            "--backoff-initial", "0.05", "--backoff-max", "0.2", "--profile-every", "0",
             "--spool", str(tmp_path / name), "--record", *extra,
         ],
         environ={},

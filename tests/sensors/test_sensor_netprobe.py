@@ -17,7 +17,11 @@ from sensors.netprobe import (
     Prober,
     ProbeResult,
     Responder,
+    SweepConfig,
+    message_sizes,
     probe,
+    sweep_peer,
+    sweep_peers,
 )
 
 
@@ -159,3 +163,75 @@ def test_unreachable_peer_gives_no_result_and_no_exception(port_factory) -> None
     )
     assert prober.experiment(dead, deadline=time.monotonic() + 1.0) is None
     assert dead in prober.down
+
+
+# -- the message sweep of a machine profile ---------------------------------------------------
+
+
+def test_message_sizes_are_powers_of_four_from_8_bytes_up_to_the_largest() -> None:
+    assert message_sizes(4 << 20) == [8 * 4**k for k in range(10)] + [4 << 20]
+    assert message_sizes(512) == [8, 32, 128, 512] and SweepConfig().sizes()[-1] == 4 << 20
+    with pytest.raises(ValueError):
+        message_sizes(8)
+
+
+def test_sweep_against_two_responders_gives_a_curve_per_peer_the_profile_reads() -> None:
+    """Two real responders on localhost, one named by the prober and one by its greeting;
+    the sweeps are curves of a machine profile (format as ppe.pmac reads it)."""
+    from ppe.pmac import profile_from_dict, profile_to_dict
+    from sensors.profile import MIN_BYTES, ProbeConfig, measure_profile
+
+    responders = [Responder(n, Endpoint("127.0.0.1", 0), HostLock()) for n in ("r1", "r2")]
+    for r in responders:
+        r.start()
+    cfg = SweepConfig(max_bytes=256 << 10, reps=3)
+    try:
+        peers = (
+            Peer(Endpoint("127.0.0.1", responders[0].port), "named"),
+            Peer(Endpoint("127.0.0.1", responders[1].port)),
+        )
+        sweeps = sweep_peers(peers, HostLock(), cfg, threading.Event(), me="h1")
+    finally:
+        for r in responders:
+            r.stop()
+    assert [s.peer for s in sweeps] == ["named", "r2"]
+    assert [r.served for r in responders] == [1, 1]  # one connection each: one experiment
+    for s in sweeps:
+        assert [p.size for p in s.points] == cfg.sizes()
+        assert all(len(p.samples) == 3 and min(p.samples) > 0 for p in s.points)
+    tiny = ProbeConfig(max_bytes=4 * MIN_BYTES, reps=1, min_time=0.001, copies=1, dense_n=16)
+    body = profile_to_dict(measure_profile(tiny, host="h1"))
+    body["messages"] = [s.to_json() for s in sweeps]
+    profile = profile_from_dict(body)
+    assert profile_to_dict(profile)["messages"] == body["messages"]
+    estimate = profile.message_seconds("named", 100_000)
+    assert estimate is not None and estimate.value > 0 and estimate.note is None
+
+
+def test_sweep_waits_its_turn_at_a_busy_peer_and_gives_up_in_time() -> None:
+    peer_lock = HostLock()
+    r = Responder("r1", Endpoint("127.0.0.1", 0), peer_lock, busy_wait=0.01)
+    r.start()
+    peer = Peer(Endpoint("127.0.0.1", r.port))
+    cfg = SweepConfig(max_bytes=512, reps=1, busy_for=0.5)
+    warnings: list[str] = []
+    try:
+        assert peer_lock.acquire(1.0)  # the peer runs another experiment throughout
+        try:
+            with pytest.raises(ProbeBusy):
+                sweep_peer(peer, HostLock(), cfg, threading.Event())
+            assert sweep_peers((peer,), HostLock(), cfg, threading.Event(), me="h1",
+                               warn=warnings.append) == []  # fmt: skip
+        finally:
+            peer_lock.release()
+        assert sweep_peer(peer, HostLock(), cfg, threading.Event()).peer == "r1"
+    finally:
+        r.stop()
+    assert len(warnings) == 1 and "no message sweep" in warnings[0]
+
+
+def test_a_peer_that_is_this_host_is_left_out_of_the_sweep(responder: Responder) -> None:
+    peer = Peer(Endpoint("127.0.0.1", responder.port))  # announces "h2"
+    cfg = SweepConfig(max_bytes=512, reps=1)
+    assert sweep_peers((peer,), HostLock(), cfg, threading.Event(), me="h2") == []
+    assert len(sweep_peers((peer,), HostLock(), cfg, threading.Event(), me="h1")) == 1

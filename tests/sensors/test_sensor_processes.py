@@ -128,6 +128,7 @@ class Sensor:
             "--listen", f"127.0.0.1:{port}", "--peers", f"127.0.0.1:{peer_port}",
             "--cpu-probe-interval", "3", "--cpu-probe-duration", "0.05",
             "--backoff-initial", "0.2", "--backoff-max", "1", "--probe-timeout", "2",
+            "--profile-every", "0",  # no machine profile: it would pause the series it waits for
             "--spool", str(self.spool), "--record",
         ]  # fmt: skip
         self.proc: subprocess.Popen[bytes] | None = None

@@ -90,3 +90,25 @@ def test_full_profile_sizes_are_finer_where_the_last_cache_ends() -> None:
     assert full[:6] == [MIN_BYTES * 4**k for k in range(6)]  # 8 KiB .. 8 MiB in steps of 4
     assert full[5:] == [8 << 20 << k for k in range(7)]  # then steps of 2 to 512 MiB
     assert ProbeConfig.quick().sizes()[-1] == 128 << 20
+
+
+def test_profile_command_sweeps_messages_to_the_peers_given(tmp_path: Path, capsys: Any) -> None:
+    from sensors.config import Endpoint
+    from sensors.netprobe import HostLock, Responder
+
+    r = Responder("peer-a", Endpoint("127.0.0.1", 0), HostLock())
+    r.start()
+    out = tmp_path / "host.json"
+    try:
+        argv = ["--quick", "--max-bytes", str(4 * MIN_BYTES), "--copies", "1", "--out", str(out),
+                "--host", "h1", "--message-max", "4096",
+                "--peers", f"127.0.0.1:{r.port},127.0.0.1:1"]  # fmt: skip
+        assert main(argv) == 0
+    finally:
+        r.stop()
+    p = profile_from_json(out.read_text())
+    assert [m.peer for m in p.messages] == ["peer-a"]  # the dead one is left out, and said so
+    assert [size for size, _ in p.messages[0].points] == [8, 32, 128, 512, 2048, 4096]
+    captured = capsys.readouterr()
+    assert "messages to peer-a" in captured.out and "127.0.0.1:1" in captured.err
+    assert main(["--message-max", "4"]) == 2 and main(["--peers", "h2"]) == 2

@@ -159,3 +159,17 @@ def test_dead_letter_lines_are_repostable(tmp_path: Path) -> None:
         "peer": "h2",
     }
     assert json.loads((tmp_path / "dl.jsonl").read_text())["measurements"][0]["metric"] == "cpu"
+
+
+def test_pending_profiles_are_kept_whole_oldest_first_and_bounded(tmp_path: Path) -> None:
+    from sensors.spool import PendingProfiles
+
+    pending = PendingProfiles(tmp_path, max_items=2)
+    first = pending.add('{"n": 1}', 1000.0)
+    pending.add('{"n": 2}', 1000.0)  # the same millisecond: kept beside the first
+    assert [p.read_text() for p in pending.paths()] == ['{"n": 1}', '{"n": 2}']
+    pending.add('{"n": 0}', 999.0)  # measured earlier, so it sorts first, and the bound...
+    assert [p.read_text() for p in pending.paths()] == ['{"n": 1}', '{"n": 2}']  # ...drops it
+    pending.remove(first)
+    assert [p.read_text() for p in pending.paths()] == ['{"n": 2}']
+    assert not list(tmp_path.glob("*.tmp"))
