@@ -31,6 +31,7 @@ pytestmark = [
 ]
 HOGS = 3
 LOAD_AFTER_S = 2.0
+ATTEMPTS = 3
 
 
 def spin_on(core: int) -> subprocess.Popen[bytes]:
@@ -108,11 +109,27 @@ def run_loaded(sensed: Sensed, hosts: tuple[str, str], replan: bool) -> dict[str
     return dict(json.loads(lines[-1]))
 
 
+def balanced_start(run: dict[str, Any], tolerance: float = 0.15) -> bool:
+    """Whether the run planned on cores equally free: other work on this shared machine that
+    loads a core when a run plans makes that run start around it, and the two runs are then
+    no longer the same run with and without re-planning."""
+    rows = run["initial_rows"]
+    even = sum(rows) / len(rows)
+    return all(abs(r - even) <= tolerance * even for r in rows)
+
+
 def test_a_run_that_replans_moves_rows_off_a_loaded_core_and_finishes_sooner(
     server: Sensed,  # noqa: F811 - the fixture
 ) -> None:
-    stays = run_loaded(server, ("a0", "a1"), replan=False)
-    moves = run_loaded(server, ("b0", "b1"), replan=True)
+    pairs = []
+    for attempt in range(ATTEMPTS):
+        stays = run_loaded(server, (f"a{attempt}0", f"a{attempt}1"), replan=False)
+        moves = run_loaded(server, (f"b{attempt}0", f"b{attempt}1"), replan=True)
+        pairs.append([moves, stays])
+        if balanced_start(stays) and balanced_start(moves):
+            break
+    else:
+        pytest.fail(f"other work loaded a core whenever a run planned: {json.dumps(pairs)}")
     summary = json.dumps([moves, stays])
     assert stays["checksum_ok"] is not False and moves["checksum_ok"] is not False
     assert stays["migrations"] == 0
