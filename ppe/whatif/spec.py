@@ -403,7 +403,7 @@ def _label(doc: Mapping[str, Any], path: Path) -> str:
     parts: list[str] = []
     node: Any = doc
     for part in path:
-        nxt = node[part] if isinstance(node, Mapping | list) else None
+        nxt = node[part] if isinstance(node, Mapping | list) else None  # type: ignore[index]
         if isinstance(part, int) and isinstance(nxt, Mapping) and isinstance(nxt.get("name"), str):
             parts.append(nxt["name"])
         elif isinstance(part, int):
@@ -599,7 +599,7 @@ class _Builder:
         if isinstance(items, Mapping):
             self.p.add((kind,), f"{kind} must be an array of tables: write [[{kind}]]")
             return []
-        out = []
+        out: list[tuple[Path, Mapping[str, Any]]] = []
         for i, t in enumerate(items if isinstance(items, list) else []):
             if isinstance(t, Mapping):
                 out.append(((kind, i), t))
