@@ -35,7 +35,6 @@ from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import lru_cache
-from typing import Any
 
 import scheduler
 from ppe import core, pipeline
@@ -44,16 +43,15 @@ from ppe.core.stochastic import Point
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions
 from ppe.whatif.iidmax import IidMax
 from ppe.whatif.machine import Loads, Machine, Slot, build_machine
+from ppe.whatif.options import Options
+from ppe.whatif.report import NodesetResult, PointResult, Report
 from ppe.whatif.resolve import Resolver, Resources, resolve
 from ppe.whatif.script import Phase, phases
 from ppe.whatif.scriptmodel import script_model_text
 from ppe.whatif.spec import SpecPoint, WhatIf
 
 __all__ = [
-    "NodesetResult",
     "Options",
-    "PointResult",
-    "Report",
     "WhatIfError",
     "evaluate",
     "evaluate_point",
@@ -63,123 +61,6 @@ __all__ = [
 
 class WhatIfError(ValueError):
     """A point that cannot be evaluated (the spec was valid); the message names the point."""
-
-
-@dataclass(frozen=True)
-class Options:
-    """How to plan and predict every point: the scheduler's strategy and PlanOptions' knobs;
-    ``collapse=False`` sends every point through the full pipeline (for comparisons)."""
-
-    strategy: str = "mean"
-    confidence: float = 0.95
-    k: float = 2.0
-    quantile: float = 0.95
-    engine: str = "auto"
-    samples: int = 20_000
-    seed: int = 0
-    collapse: bool = True
-
-    def plan_options(self, static: bool) -> PlanOptions:
-        """One round when the loads do not depend on the horizon (no traces, no forecasts):
-        every round would see the same inputs."""
-        return PlanOptions(
-            confidence=self.confidence,
-            k=self.k,
-            quantile=self.quantile,
-            predict_samples=self.samples,
-            engine=self.engine,
-            seed=self.seed,
-            max_rounds=1 if static else PlanOptions().max_rounds,
-        )
-
-
-@dataclass(frozen=True)
-class NodesetResult:
-    """One nodeset's share of a point: rows and mean seconds per node."""
-
-    nodeset: str
-    nodes: int
-    benchmark: float
-    rows: int
-    rows_min: int
-    rows_max: int
-    time: float
-    compute: float
-    communication: float
-    waiting: float
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "nodeset": self.nodeset,
-            "nodes": self.nodes,
-            "benchmark": self.benchmark,
-            "rows": self.rows,
-            "rows_per_node": [self.rows_min, self.rows_max],
-            "time_s": self.time,
-            "compute_s": self.compute,
-            "communication_s": self.communication,
-            "waiting_s": self.waiting,
-        }
-
-
-@dataclass(frozen=True)
-class PointResult:
-    """The prediction of one point: the makespan (a stochastic value), per-nodeset breakdown,
-    and how it was computed (``path``: "collapsed" or "full"; ``classes``: distinct host
-    classes predicted)."""
-
-    values: tuple[tuple[str, Any], ...]
-    makespan: StochasticValue
-    confidence: float
-    nodesets: tuple[NodesetResult, ...]
-    engine: str
-    path: str
-    hosts: int
-    classes: int
-    horizon_s: float | None
-    rounds: int
-    notes: tuple[str, ...] = ()
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "values": {k: _plain(v) for k, v in self.values},
-            "makespan": self.makespan.to_dict(self.confidence),
-            "nodesets": [n.to_dict() for n in self.nodesets],
-            "engine": self.engine,
-            "path": self.path,
-            "hosts": self.hosts,
-            "classes": self.classes,
-            "horizon_s": self.horizon_s,
-            "rounds": self.rounds,
-            "notes": list(self.notes),
-        }
-
-
-def _plain(v: Any) -> Any:
-    return list(v) if isinstance(v, tuple) else v
-
-
-@dataclass(frozen=True)
-class Report:
-    """Every point of a spec, with what produced them."""
-
-    source: str
-    title: str
-    options: Options
-    axes: tuple[str, ...]
-    points: tuple[PointResult, ...]
-    model: str | None = None  # a script's generated grammar (the full chain of the first point)
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "source": self.source,
-            "title": self.title,
-            "strategy": self.options.strategy,
-            "confidence": self.options.confidence,
-            "axes": list(self.axes),
-            "points": [p.to_dict() for p in self.points],
-            "model": self.model,
-        }
 
 
 # ---------------------------------------------------------------------------- pieces
