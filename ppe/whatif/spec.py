@@ -1147,7 +1147,12 @@ class _Builder:
             dist = s.distribution if isinstance(s, Use) else getattr(s, "distribution", None)
             if isinstance(dist, str):
                 if dist not in names:
-                    self.p.add(where, f"no distribution named {dist!r}{_suggest(dist, names)}", pos)
+                    what = (
+                        f"{dist!r} is a dataset; statements name a distribution"
+                        if dist in [d.name for d in spec.datasets]
+                        else f"no distribution named {dist!r}"
+                    )
+                    self.p.add(where, f"{what}{_suggest(dist, names)}", pos)
                     continue
                 d = spec.distribution(dist)
                 if d.nodesets != primary.nodesets or d.type != "block1dim":
