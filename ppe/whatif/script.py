@@ -224,7 +224,9 @@ class Script:
 
 
 class _Fail(Exception):
-    def __init__(self, problem: ScriptProblem) -> None:
+    """A statement that cannot be read (``problem`` None: already reported inside it)."""
+
+    def __init__(self, problem: ScriptProblem | None) -> None:
         self.problem = problem
 
 
@@ -292,7 +294,8 @@ class _Parser:
                     statements.append(self.statement(0))
                 self.end_of_statement()
             except _Fail as exc:
-                self.problems.append(exc.problem)
+                if exc.problem is not None:
+                    self.problems.append(exc.problem)
                 self.recover()
                 if self.tok.kind == "RBRACE":
                     self.i += 1
@@ -312,6 +315,7 @@ class _Parser:
     def block(self, what: str, depth: int) -> tuple[Statement, ...]:
         opening = self.take("LBRACE", f"'{{' to open the body of {what}")
         body: list[Statement] = []
+        failed = False
         self.skip_ends()
         while self.tok.kind != "RBRACE":
             if self.tok.kind == "EOF":
@@ -322,10 +326,14 @@ class _Parser:
                 body.append(self.statement(depth))
                 self.end_of_statement()
             except _Fail as exc:
-                self.problems.append(exc.problem)
+                if exc.problem is not None:
+                    self.problems.append(exc.problem)
                 self.recover()
+                failed = True
             self.skip_ends()
         self.i += 1
+        if failed:
+            raise _Fail(None)  # reported inside
         if not body:
             raise _Fail(ScriptProblem(opening.line, opening.column, f"the body of {what} is empty"))
         return tuple(body)
@@ -377,7 +385,9 @@ class _Parser:
 
     def repeat(self, t: Token, depth: int) -> Repeat:
         if depth + 1 > MAX_NESTING:
-            raise self.fail(f"repeats nest deeper than {MAX_NESTING}", t)
+            problem = self.fail(f"repeats nest deeper than {MAX_NESTING}", t)
+            self.skip_block()
+            raise problem
         c = self.tok
         count: int | str
         if c.kind == "NUMBER":
@@ -390,6 +400,19 @@ class _Parser:
             raise self.fail(f"expected a repeat count (a whole number or a name), found {_show(c)}")
         body = self.block(f"repeat {c.text}", depth + 1)
         return Repeat(count, body, t.line, t.column)
+
+    def skip_block(self) -> None:
+        """Past the next balanced ``{ ... }`` on the way (the rest of a refused statement)."""
+        depth = 0
+        while self.tok.kind != "EOF":
+            kind = self.tok.kind
+            self.i += 1
+            if kind == "LBRACE":
+                depth += 1
+            elif kind == "RBRACE":
+                depth -= 1
+                if depth <= 0:
+                    return
 
     def take_keyword(self, word: str, what: str) -> None:
         if not self.keyword(word):

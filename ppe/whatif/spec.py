@@ -468,6 +468,11 @@ def _find_axes(doc: Mapping[str, Any], problems: _Problems) -> list[Axis]:
 
 def _axis_values(value: Any, rule: Numeric, is_size: bool) -> tuple[Any, ...]:
     def one(raw: Any) -> float:
+        if rule.dimension == "count" and isinstance(raw, str):  # a range's end
+            try:
+                return float(raw)
+            except ValueError:
+                raise UnitError(f"expected a plain number, got {raw!r}") from None
         return parse_quantity(raw, rule.dimension).value
 
     if isinstance(value, list):
@@ -629,6 +634,8 @@ class _Builder:
             self.p.add((), "the spec has no [[nodeset]]: describe the machine")
         execution = self.execution(distributions)
         title = self.doc.get("title", "")
+        if execution is None and not self.p.items:
+            self.p.add(("execution",), "the execution cannot be set up")
         if self.p.items or execution is None:
             return None
         spec = Spec(
@@ -957,8 +964,8 @@ class _Builder:
             return None
         if dist is None:
             dist = self._first_use() if self.script is not None else None
-            if dist is None and len(names) == 1:
-                dist = names[0]
+            if (dist is None or dist not in names) and len(names) == 1:
+                dist = names[0]  # a misspelt name in the script is the script check's to report
             if dist is None:
                 self.p.add(
                     path,
