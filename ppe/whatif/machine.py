@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 
@@ -146,7 +147,7 @@ class Loads:
         if kind == "dedicated":
             return Point(1.0)
         if kind == "normal":
-            mean, std = float(key[1]), float(key[2])  # type: ignore[arg-type]
+            mean, std = cast(float, key[1]), cast(float, key[2])
             return Point(mean) if std == 0 else Normal(mean, std)
         if kind == "mixture":
             comps = np.array(key[1], dtype=np.float64)
@@ -291,6 +292,8 @@ def build_machine(spec: Spec, resources: Resources) -> Machine:
         start += ns.number
     slots = _slots(segments)
     notes.extend(_latency_notes(slots, segments))
+    if spec.execution.script is None and any(s.nodeset.ports > 1 for s in segments):
+        notes.append("ports: only scripts overlap messages; the grammar models send one at a time")
     return Machine(spec, tuple(segments), tuple(slots), ds.rows, tuple(dict.fromkeys(notes)))
 
 

@@ -863,12 +863,11 @@ class _Builder:
             )
             return None
         out = []
-        for i, v in enumerate(items):
+        for v in items:
             got = self.number({"size": v}, path, "size", rule)
             if got is None:
                 return None
             out.append(int(got))
-            del i
         return tuple(out)
 
     def distribution(
@@ -1006,12 +1005,11 @@ class _Builder:
             self.p.add(path, "params must be a table of numbers: params = {Size = 8}")
             return None
         out: dict[str, float] = {}
-        for k, v in raw.items():
+        for k in raw:
             got = self.number(raw, path, k, NUMERIC[("params", "*")])
             if got is None:
                 return None
             out[k] = got
-            del v
         return out
 
     # -- checks across objects
@@ -1151,6 +1149,14 @@ class _Builder:
                     f"params{_suggest(s.count, list(counts))}",
                     pos,
                 )
+            elif isinstance(s, Repeat) and isinstance(s.count, str):
+                value = counts[s.count]
+                if value != int(value) or value < 1:
+                    self.p.add(
+                        where,
+                        f"repeat {s.count}: {s.count} = {value:g}, not a whole number >= 1",
+                        pos,
+                    )
             dist = s.distribution if isinstance(s, Use) else getattr(s, "distribution", None)
             if isinstance(dist, str):
                 if dist not in names:

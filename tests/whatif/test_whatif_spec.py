@@ -350,6 +350,16 @@ def test_script_mistakes_name_the_file_line(script: str, needle: str, message: s
     assert p.line == line_of(text, needle)
 
 
+def test_a_repeat_count_from_params_must_be_whole() -> None:
+    text = cluster(
+        execution='script = """\ncompute strips\nrepeat steps { compute strips }\n"""\nparams = {steps = 2.5}'
+    )
+    p = only(text)
+    assert "steps = 2.5, not a whole number" in p.message and p.line == line_of(
+        text, "repeat steps"
+    )
+
+
 def test_nesting_too_deep_is_refused() -> None:
     body = "compute strips"
     for _ in range(20):
