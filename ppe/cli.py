@@ -41,6 +41,7 @@ DELEGATED = {
     "loadgen": ("sensors.loadgen", "burn CPU on a core following a recorded trace's usage"),
     "profile": ("sensors.profile", "measure this machine's PMaC profile (docs/pmac.md)"),
     "convolve": ("ppe.convolve_cli", "predict a kernel's time on a host: signature x profile"),
+    "whatif": ("ppe.whatif_cli", "predict an application on a machine described in a spec"),
 }
 
 

@@ -1,0 +1,153 @@
+"""What-if, analytic path: how long a spec point takes for 4096 nodes (issue 21's target:
+under 1 s), and how that compares with the node-by-node pipeline it collapses.
+
+Cases, SOR over one chain (a 40960-row grid, 100 iterations), each timed on a spec that is
+parsed once and evaluated ``--reps`` times (the evaluation of one point: machine, linear
+models, the scheduler over every node, the prediction and the makespan):
+
+* ``dedicated``: 4096 dedicated nodes;
+* ``normal``: 4096 nodes with i.i.d. normal load (mean 0.8, std 0.05);
+* ``two nodesets``: 3072 fast nodes with normal load and 1024 slow ones with a bimodal
+  mixture, joined by a slower bridge;
+* ``script``: the ``normal`` machine running a PetaSIM-style SOR script (compiled to a model);
+* ``node by node``: the ``normal`` case with collapsing off (``Options(collapse=False)``),
+  at 256 and 1024 nodes only: what the collapse saves.
+
+Prints the median and best wall-clock time, the mean CPU time of this process per run, and
+the load average (the machine is shared; CPU time is the better estimate of the cost).
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_whatif.py [--reps 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+from ppe.whatif import Options, evaluate_point, parse_spec, resolve
+
+SCRIPT = '''"""
+use distribution strips
+repeat iterations {
+  compute fraction 0.5
+  send halo
+  compute fraction 0.5
+  send halo
+  synchronize
+}
+"""'''
+
+
+def spec(number: int, load: str, execution: str = 'model = "sor"', second: str = "") -> str:
+    nodesets = '"node"' if not second else '["node", "slow"]'
+    return f"""
+[[nodeset]]
+name = "node"
+number = {number}
+floatspeed = "2 Gflop/s"
+load = {load}
+{second}
+[[linkset]]
+name = "fabric"
+across = "node"
+latency = "5 us"
+bandwidth = "10 Gb/s"
+
+[[dataset]]
+name = "grid"
+type = "grid2dim"
+size = 40960
+floatsperunit = 8
+
+[[distribution]]
+name = "strips"
+type = "block1dim"
+dataset = "grid"
+nodeset = {nodesets}
+
+[execution]
+{execution}
+iterations = 100
+"""
+
+
+SLOW = """
+[[nodeset]]
+name = "slow"
+number = 1024
+floatspeed = "1 Gflop/s"
+load = {kind = "mixture", components = [{weight = 0.8, mean = 0.9, std = 0.03}, {weight = 0.2, mean = 0.45, std = 0.05}]}
+
+[[linkset]]
+name = "lan"
+across = "slow"
+latency = "50 us"
+bandwidth = "1 Gb/s"
+
+[[linkset]]
+name = "bridge"
+updown = ["node", "slow"]
+latency = "200 us"
+bandwidth = "1 Gb/s"
+"""
+
+NORMAL = '{kind = "normal", mean = 0.8, std = 0.05}'
+
+
+class _NoFiles:
+    def profile(self, ref: str):  # type: ignore[no-untyped-def]
+        raise OSError(ref)
+
+    trace = text = host = profile
+
+
+def timed(text: str, reps: int, options: Options) -> tuple[float, float, float, str]:
+    whatif = parse_spec(text, "bench")
+    resources = resolve(whatif, _NoFiles())  # type: ignore[arg-type]
+    point = whatif.points[0]
+    result = evaluate_point(point, resources, options)  # warm-up
+    walls, cpu0 = [], time.process_time()
+    for _ in range(reps):
+        t0 = time.perf_counter()
+        result = evaluate_point(point, resources, options)
+        walls.append(time.perf_counter() - t0)
+    cpu = (time.process_time() - cpu0) / reps
+    lo, hi = result.makespan.interval(0.95)
+    what = (
+        f"{result.path}, {result.classes} classes, makespan {result.makespan.mean():.4g} s "
+        f"[{lo:.4g}, {hi:.4g}]"
+    )
+    return statistics.median(walls), min(walls), cpu, what
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+    print(f"load average before: {os.getloadavg()[0]:.2f}")
+    cases = [
+        ("dedicated, 4096 nodes", spec(4096, '{kind = "dedicated"}'), Options()),
+        ("normal, 4096 nodes", spec(4096, NORMAL), Options()),
+        ("two nodesets, 3072 + 1024", spec(3072, NORMAL, second=SLOW), Options()),
+        ("script, 4096 nodes", spec(4096, NORMAL, f"script = {SCRIPT}"), Options()),
+        (
+            "conservative, 3072 + 1024",
+            spec(3072, NORMAL, second=SLOW),
+            Options(strategy="conservative"),
+        ),
+        ("node by node, 256 nodes", spec(256, NORMAL), Options(collapse=False)),
+        ("node by node, 1024 nodes", spec(1024, NORMAL), Options(collapse=False)),
+    ]
+    for name, text, options in cases:
+        median, best, cpu, what = timed(text, args.reps, options)
+        print(
+            f"{name:28} median {median * 1e3:8.1f} ms  best {best * 1e3:8.1f} ms  "
+            f"cpu {cpu * 1e3:8.1f} ms  ({what})"
+        )
+    print(f"load average after: {os.getloadavg()[0]:.2f}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,438 @@
+"""The analytic answer for a spec point: PPE's own pipeline over the machine the spec describes.
+
+For each point: the chain of hosts (:mod:`ppe.whatif.machine`), the model (a built-in or file
+grammar, or the script's generated one, :mod:`ppe.whatif.scriptmodel`), each host's linear
+time ``a * rows + b`` (``ppe.core.linear_host_models``), the strategy's strips
+(``scheduler.schedule_rows``: time-balanced over heterogeneous nodesets), the prediction of
+that allocation (``ppe.core.predict``) and the horizon loop (``PlanOptions.settle``), exactly
+as ``ppe.pipeline.plan`` runs them.
+
+**Collapsing identical nodes.** When it is exact, the pipeline's steps run on one
+representative per slot (nodes with the same nodeset, links and load) instead of on every
+node: each slot's ``(a, b)`` is the same for all its nodes; the scheduler still balances
+every node (``schedule_rows`` over 4096 hosts takes ~25 ms); the chosen rows split a slot into
+at most a few classes (rows differ by one at most), each predicted once; and the makespan is
+the max of independent copies, ``prod_j F_j(t)^m_j`` (:class:`ppe.whatif.iidmax.IidMax`).
+Every node holds at least one row (``min_rows = 1``): the distribution places a block on every
+node of its nodesets, as in HPF, and the scheduler balances the rest; so no node leaves the
+chain and its links stay what the spec says.
+Exact when every load is dedicated (all values are numbers, the max over classes is the max
+over nodes), or when loads are independent across nodes and the makespan is the max of the
+host times (the built-in models; a script with one kind of phase). Otherwise, and for grammar
+files (which may use the chain position), every node goes through ``ppe.pipeline.plan``.
+tests/whatif check that both paths give the same answer.
+
+**Breakdown** per nodeset (means over its nodes): ``communication`` is, for a grammar model,
+the time that does not grow with rows (``b``; for SOR and Jacobi2D exactly the halo
+exchanges), for a script the time of its ``send`` and ``move`` statements; ``compute`` is the
+rest of the node's time; ``waiting`` is the predicted makespan's mean minus the node's time
+(at synchronisations and at the end).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+import scheduler
+from ppe import core, pipeline
+from ppe.core import CompiledModel, StochasticValue
+from ppe.core.stochastic import Point
+from ppe.pipeline import HostForecasts, HostMeta, PlanOptions
+from ppe.whatif.iidmax import IidMax
+from ppe.whatif.machine import Loads, Machine, Slot, build_machine
+from ppe.whatif.options import Options
+from ppe.whatif.report import NodesetResult, PointResult, Report
+from ppe.whatif.resolve import Resolver, Resources, resolve
+from ppe.whatif.script import Phase, phases
+from ppe.whatif.scriptmodel import script_model_text
+from ppe.whatif.spec import SpecPoint, WhatIf
+
+__all__ = [
+    "Options",
+    "WhatIfError",
+    "evaluate",
+    "evaluate_point",
+    "model_text",
+]
+
+
+class WhatIfError(ValueError):
+    """A point that cannot be evaluated (the spec was valid); the message names the point."""
+
+
+# ---------------------------------------------------------------------------- pieces
+
+
+@lru_cache(maxsize=64)
+def _compiled(text: str) -> CompiledModel:
+    return core.compile_model(text)
+
+
+@dataclass(frozen=True)
+class _App:
+    """The model of one point, for any chain layout (a script's model depends on where each
+    nodeset's nodes sit in the chain)."""
+
+    fixed: CompiledModel | None
+    phases: tuple[Phase, ...]
+    params: Mapping[str, float]
+    point: SpecPoint
+
+    @property
+    def script(self) -> bool:
+        return self.fixed is None
+
+    @property
+    def collapsible(self) -> bool:
+        """Whether the model's HostTime and ExecTime depend on the chain position only through
+        its ends and neighbours (the built-in models and generated scripts: yes; a grammar
+        file may use p itself)."""
+        return self.script or self.point.spec.execution.builtin
+
+    @property
+    def single_phase(self) -> bool:
+        """ExecTime is the max of the host times (one synchronised phase)."""
+        return self.point.spec.execution.builtin or (self.script and len(self.phases) == 1)
+
+    def model(self, ends: Sequence[int]) -> CompiledModel:
+        if self.fixed is not None:
+            return self.fixed
+        return _compiled(script_model_text(self.point.spec, self.phases, ends))
+
+    def comm_model(self, ends: Sequence[int]) -> CompiledModel:
+        return _compiled(script_model_text(self.point.spec, self.phases, ends, with_compute=False))
+
+
+def _app(point: SpecPoint, resources: Resources) -> _App:
+    spec = point.spec
+    ex = spec.execution
+    ds = spec.dataset(spec.primary.dataset)
+    if ex.script is not None:
+        found = tuple(phases(ex.script, spec.counts(), ex.distribution))
+        return _App(None, found, {"n": float(ds.rows)}, point)
+    model = resources.model
+    assert model is not None
+    offered = {
+        "n": float(ds.rows),
+        "iterations": float(ex.iterations or 0),
+        "Size": ds.bytesperunit,
+    }
+    params = {k: v for k, v in offered.items() if model.param(k) is not None}
+    if model.param("n") is None:
+        params["rows"] = float(ds.rows)
+    params.update(ex.params)
+    return _App(model, (), params, point)
+
+
+def _ends(counts: Sequence[int]) -> list[int]:
+    out, total = [], 0
+    for c in counts:
+        total += c
+        out.append(total)
+    return out
+
+
+@dataclass(frozen=True)
+class _Chain:
+    """A chain to evaluate: host metadata and forecasts in order, with each host's slot."""
+
+    metas: list[HostMeta]
+    forecasts: dict[str, HostForecasts]
+    slots: list[int]
+    ends: list[int]
+
+
+def _forecast(cpu: StochasticValue, slot: Slot, prev: str | None, nxt: str | None) -> HostForecasts:
+    bw: dict[str, StochasticValue] = {}
+    if prev is not None and slot.prev is not None:
+        bw[prev] = Point(slot.prev.bandwidth)
+    if nxt is not None and slot.next is not None:
+        bw[nxt] = Point(slot.next.bandwidth)
+    return HostForecasts(cpu=cpu, bandwidth=bw, latency=slot.latency)
+
+
+def _chain(
+    m: Machine, order: Sequence[tuple[int, str, int]], cpu: Callable[[Slot], StochasticValue]
+) -> _Chain:
+    """``order``: (slot index, host name, max rows) in chain order."""
+    metas, slots, forecasts = [], [], {}
+    names = [name for _, name, _ in order]
+    for i, (s, name, _) in enumerate(order):
+        slot = m.slots[s]
+        seg = m.segments[slot.segment]
+        metas.append(HostMeta(name, seg.benchmark, 1, seg.max_rows))
+        prev = names[i - 1] if i > 0 else None
+        nxt = names[i + 1] if i + 1 < len(names) else None
+        forecasts[name] = _forecast(cpu(slot), slot, prev, nxt)
+        slots.append(s)
+    per_segment = Counter(m.slots[s].segment for s in slots)
+    ends = _ends([per_segment.get(k, 0) for k in range(len(m.segments))])
+    return _Chain(metas, pipeline.floor_availability(forecasts), slots, ends)
+
+
+# -------------------------------------------------------------------------- collapsed
+
+
+class _NotCollapsible(Exception):
+    """The collapsed evaluation would not be exact for this point."""
+
+
+@dataclass(frozen=True)
+class _Class:
+    slot: int
+    rows: int
+    count: int
+    time: StochasticValue
+    comm: float
+
+
+@dataclass(frozen=True)
+class _Round:
+    makespan: StochasticValue
+    engine: str
+    classes: tuple[_Class, ...]
+    floored: tuple[str, ...] = ()
+
+
+def _collapsed_round(
+    m: Machine, app: _App, loads: Loads, horizon: float | None, opts: Options, deterministic: bool
+) -> _Round:
+    reps = _chain(
+        m, [(i, f"s{i}", 0) for i in range(len(m.slots))], lambda s: loads.value(s.load, horizon)
+    )
+    model = app.model(reps.ends)
+    inputs = pipeline.host_inputs(reps.metas, reps.forecasts)
+    ab = core.linear_host_models(
+        model, app.params, inputs, engine=opts.engine, samples=opts.samples, seed=opts.seed
+    )
+    dedicated: list[float | None] = [None] * len(ab)
+    if opts.strategy == "static":
+        idle = [replace(x, cpu=Point(1.0)) for x in inputs]
+        dedicated = [float(a.mean()) for a, _ in core.linear_host_models(model, app.params, idle)]
+    hosts = [
+        scheduler.StochasticHost(f"s{i}.{j}", a, b, 1, reps.metas[i].max_rows, dedicated[i])
+        for i, ((a, b), slot) in enumerate(zip(ab, m.slots, strict=True))
+        for j in range(slot.count)
+    ]
+    rows = scheduler.schedule_rows(
+        hosts,
+        m.total_rows,
+        opts.strategy,
+        k=opts.k,
+        quantile=opts.quantile,
+        samples=PlanOptions().schedule_samples,
+        seed=opts.seed,
+    )
+    split: list[tuple[int, int, int]] = []  # (slot, rows, count)
+    for i, slot in enumerate(m.slots):
+        got = Counter(rows[f"s{i}.{j}"] for j in range(slot.count))
+        split.extend((i, r, c) for r, c in sorted(got.items(), reverse=True))
+    sub = _chain(
+        m,
+        [(s, f"c{k}", 0) for k, (s, _, _) in enumerate(split)],
+        lambda s: loads.value(s.load, horizon),
+    )
+    sub_inputs = pipeline.host_inputs(sub.metas, sub.forecasts)
+    sub_rows = [r for _, r, _ in split]
+    pred = core.predict(
+        app.model(sub.ends),
+        app.params,
+        sub_inputs,
+        sub_rows,
+        engine=opts.engine,
+        samples=opts.samples,
+        seed=opts.seed,
+    )
+    if deterministic:
+        makespan = pred.makespan
+    elif app.single_phase and all(v.kind in ("point", "normal", "numeric") for v in pred.per_host):
+        makespan = IidMax(pred.per_host, [c for _, _, c in split])
+    else:
+        raise _NotCollapsible("the makespan is not the max of independent host times")
+    if app.script:
+        comm_pred = core.predict(app.comm_model(sub.ends), app.params, sub_inputs, sub_rows)
+        comm = [t.mean() for t in comm_pred.per_host]
+    else:
+        comm = [float(ab[s][1].mean()) for s, _, _ in split]
+    classes = tuple(
+        _Class(s, r, c, t, q) for (s, r, c), t, q in zip(split, pred.per_host, comm, strict=True)
+    )
+    floored = tuple(n for n, f in sub.forecasts.items() if f.floored)
+    return _Round(makespan, pred.engine, classes, floored)
+
+
+def _collapsed(
+    m: Machine, app: _App, loads: Loads, opts: Options
+) -> tuple[_Round, pipeline.Settled[_Round]]:
+    keys = {s.load for s in m.slots}
+    deterministic = loads.deterministic(keys)
+
+    def step(h: float | None) -> tuple[float, _Round]:
+        r = _collapsed_round(m, app, loads, h, opts, deterministic)
+        return pipeline.run_length(r.makespan), r
+
+    settled = opts.plan_options(loads.static(keys)).settle(step)
+    return settled.value, settled
+
+
+# ------------------------------------------------------------------------------- full
+
+
+def _full(m: Machine, app: _App, loads: Loads, opts: Options) -> tuple[_Round, pipeline.PlanResult]:
+    order = [(s, m.node_name(k, member), 0) for k, member, s in _slot_of_nodes(m)]
+    cache: dict[float | None, _Chain] = {}
+
+    def chain_at(h: float | None) -> _Chain:
+        if h not in cache:
+            cache[h] = _chain(m, order, lambda s: loads.value(s.load, h))
+        return cache[h]
+
+    base = chain_at(None)
+
+    def forecasts_for(h: float | None) -> Mapping[str, HostForecasts]:
+        return chain_at(h).forecasts
+
+    keys = {s.load for s in m.slots}
+    result = pipeline.plan(
+        app.model(base.ends),
+        app.params,
+        base.metas,
+        forecasts_for,
+        opts.strategy,
+        opts.plan_options(loads.static(keys)),
+    )
+    active = [meta for meta in base.metas if result.rows[meta.name] > 0]
+    inputs = pipeline.host_inputs(active, result.inputs)
+    slot_of = dict(zip((x.name for x in base.metas), base.slots, strict=True))
+    if app.script:
+        per_seg = Counter(m.slots[slot_of[x.name]].segment for x in active)
+        ends = _ends([per_seg.get(k, 0) for k in range(len(m.segments))])
+        comm_pred = core.predict(
+            app.comm_model(ends), app.params, inputs, [result.rows[x.name] for x in active]
+        )
+        comm = {x.name: t.mean() for x, t in zip(active, comm_pred.per_host, strict=True)}
+    else:
+        ab = core.linear_host_models(
+            app.model(base.ends),
+            app.params,
+            inputs,
+            engine=opts.engine,
+            samples=opts.samples,
+            seed=opts.seed,
+        )
+        comm = {x.name: float(b.mean()) for x, (_, b) in zip(active, ab, strict=True)}
+    classes = tuple(
+        _Class(
+            slot_of[x.name], result.rows[x.name], 1, result.per_host[x.name], comm.get(x.name, 0.0)
+        )
+        for x in base.metas
+    )
+    engine = result.prediction.engine if result.prediction is not None else "auto"
+    floored = tuple(n for n, f in result.inputs.items() if f.floored)
+    return _Round(result.makespan, engine, classes, floored), result
+
+
+def _slot_of_nodes(m: Machine) -> list[tuple[int, int, int]]:
+    index = {id(s): i for i, s in enumerate(m.slots)}
+    return [(k, member, index[id(slot)]) for k, member, slot in m.chain()]
+
+
+# ---------------------------------------------------------------------------- answer
+
+
+def _breakdown(m: Machine, r: _Round) -> tuple[NodesetResult, ...]:
+    span = r.makespan.mean()
+    out = []
+    for k, seg in enumerate(m.segments):
+        mine = [c for c in r.classes if m.slots[c.slot].segment == k]
+        nodes = sum(c.count for c in mine)
+        time = sum(c.count * c.time.mean() for c in mine) / nodes
+        comm = sum(c.count * c.comm for c in mine) / nodes
+        out.append(
+            NodesetResult(
+                seg.nodeset.name,
+                nodes,
+                seg.benchmark,
+                sum(c.count * c.rows for c in mine),
+                min(c.rows for c in mine),
+                max(c.rows for c in mine),
+                time,
+                time - comm,
+                comm,
+                span - time,
+            )
+        )
+    return tuple(out)
+
+
+def evaluate_point(
+    point: SpecPoint, resources: Resources, options: Options | None = None
+) -> PointResult:
+    """The analytic prediction of one point (see the module docstring)."""
+    opts = options or Options()
+    where = ", ".join(f"{k} = {v}" for k, v in point.values)
+    try:
+        m = build_machine(point.spec, resources)
+        app = _app(point, resources)
+        loads = Loads(resources)
+        path = "collapsed"
+        try:
+            if not (opts.collapse and app.collapsible):
+                raise _NotCollapsible("off")
+            r, settled = _collapsed(m, app, loads, opts)
+            horizon, rounds = settled.horizon_s, settled.rounds
+        except _NotCollapsible:
+            path = "full"
+            r, res = _full(m, app, loads, opts)
+            horizon, rounds = res.horizon_s, res.rounds
+    except (ValueError, scheduler.Infeasible) as exc:  # ModelError, ParameterError are ValueErrors
+        raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
+    notes = list(m.notes)
+    if r.floored:
+        notes.append(f"{len(r.floored)} host class(es) planned at the CPU floor {core.CPU_FLOOR:g}")
+    return PointResult(
+        point.values,
+        r.makespan,
+        opts.confidence,
+        _breakdown(m, r),
+        r.engine,
+        path,
+        m.hosts,
+        len(r.classes),
+        horizon,
+        rounds,
+        tuple(notes),
+    )
+
+
+def model_text(point: SpecPoint, resources: Resources) -> str | None:
+    """A script's generated grammar over the point's full chain (None for a grammar model)."""
+    app = _app(point, resources)
+    if app.fixed is not None:
+        return None
+    counts = [point.spec.nodeset(n).number for n in point.spec.primary.nodesets]
+    return script_model_text(point.spec, app.phases, _ends(counts))
+
+
+def evaluate(whatif: WhatIf, resolver: Resolver, options: Options | None = None) -> Report:
+    """Every point of a checked spec: references read first (:func:`resolve`), then each point
+    planned and predicted."""
+    opts = options or Options()
+    if opts.strategy not in scheduler.STRATEGIES:
+        raise WhatIfError(
+            f"unknown strategy {opts.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}"
+        )
+    resources = resolve(whatif, resolver)
+    points = tuple(evaluate_point(p, resources, opts) for p in whatif.points)
+    title = whatif.points[0].spec.title
+    return Report(
+        whatif.source,
+        title,
+        opts,
+        tuple(a.label for a in whatif.axes),
+        points,
+        model_text(whatif.points[0], resources),
+    )

@@ -1,0 +1,154 @@
+"""The makespan of many identical nodes without evaluating each: the max of independent copies.
+
+A nodeset of 4096 nodes with i.i.d. load is, for the model, a handful of classes of nodes
+that have the same inputs and the same rows (ends of the chain, nodes next to another
+nodeset, the interior). Each class's time ``T_j`` is one distribution (from ``ppe.core``'s
+numeric engine, exact), and the makespan of ``m_j`` independent copies of each is
+
+    F(t) = prod_j F_j(t) ** m_j,
+
+exact at any ``t``. :class:`IidMax` tabulates it once for the moments and the quantiles, and
+answers ``cdf`` exactly; draws are exact too (``max_j F_j^-1(U_j ** (1/m_j))``). Measured in
+tests/whatif against ``ppe.pipeline`` over the same hosts one by one: the same mean and
+interval within 1e-4.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from ppe.core.montecarlo import Space
+from ppe.core.stochastic import StochasticValue
+
+FloatArray = npt.NDArray[np.float64]
+
+#: Probability left out at each end of the tabulation.
+EPS = 1e-12
+#: Grid points per class (at the probabilities the max would reach through that class alone)
+#: and uniform points over the whole support.
+POINTS_PER_CLASS = 400
+UNIFORM_POINTS = 600
+#: Bisection steps that refine a quantile on the exact CDF (the bracket shrinks 2^-40-fold).
+REFINE_STEPS = 40
+
+
+class IidMax(StochasticValue):
+    """``max`` over ``counts[j]`` independent copies of each ``values[j]`` (kind "numeric":
+    mean and std from the tabulated exact CDF, ``cdf`` exact, draws exact)."""
+
+    kind = "numeric"
+
+    def __init__(self, values: Sequence[StochasticValue], counts: Sequence[int]) -> None:
+        super().__init__()
+        if len(values) != len(counts) or not values or any(c < 1 for c in counts):
+            raise ValueError("IidMax needs one count >= 1 per value")
+        self.values = list(values)
+        self.counts = np.asarray(counts, dtype=np.float64)
+        self._t, self._f = self._tabulate()
+        self._mean, self._var = self._moments()
+
+    def __repr__(self) -> str:
+        sd = math.sqrt(self._var)
+        return f"IidMax(mean={self._mean:.6g}, std={sd:.6g}, classes={len(self.values)})"
+
+    # ---------------------------------------------------------------- tabulation
+
+    def _class_ppf(self, j: int, q: FloatArray) -> FloatArray:
+        return np.asarray(self.values[j].ppf(q), dtype=np.float64).reshape(q.shape)
+
+    def _tabulate(self) -> tuple[FloatArray, FloatArray]:
+        u = np.linspace(0.0, 1.0, POINTS_PER_CLASS)
+        points = []
+        for j, m in enumerate(self.counts):
+            lo_q = EPS ** (1.0 / m)
+            hi_q = min(1.0 - EPS / m, 1.0 - 1e-15)
+            q = np.clip(u ** (1.0 / m), lo_q, hi_q)
+            points.append(self._class_ppf(j, q))
+        every = np.concatenate(points)
+        lo = max(float(p[0]) for p in points)  # below: F <= EPS through that class
+        hi = max(float(p[-1]) for p in points)
+        t = np.unique(
+            np.concatenate(
+                [every[(every >= lo) & (every <= hi)], np.linspace(lo, hi, UNIFORM_POINTS)]
+            )
+        )
+        return t, self.cdf(t)
+
+    def _moments(self) -> tuple[float, float]:
+        """F taken as linear between grid points (uniform mass in each gap), the mass below
+        and above the grid at its ends."""
+        t, f = self._t, self._f
+        if t.size == 1:
+            return float(t[0]), 0.0
+        df = np.diff(f)
+        a, b = t[:-1], t[1:]
+        mean = f[0] * t[0] + float(np.sum(df * (a + b) / 2)) + (1 - f[-1]) * t[-1]
+        second = (
+            f[0] * t[0] ** 2
+            + float(np.sum(df * (a * a + a * b + b * b) / 3))
+            + (1 - f[-1]) * t[-1] ** 2
+        )
+        return float(mean), max(float(second - mean * mean), 0.0)
+
+    # -------------------------------------------------------------- distribution
+
+    def mean(self) -> float:
+        return self._mean
+
+    def std(self) -> float:
+        return math.sqrt(self._var)
+
+    def var(self) -> float:
+        return self._var
+
+    def cdf(self, x: Any) -> Any:
+        arr = np.asarray(x, dtype=np.float64)
+        logf = np.zeros(arr.shape)
+        with np.errstate(divide="ignore"):
+            for v, m in zip(self.values, self.counts, strict=True):
+                logf += m * np.log(np.clip(np.asarray(v.cdf(arr), dtype=np.float64), 0.0, 1.0))
+        out = np.exp(logf)
+        return float(out) if out.ndim == 0 else out
+
+    def ppf(self, q: Any) -> Any:
+        qa = np.atleast_1d(np.asarray(q, dtype=np.float64))
+        out = np.array([self._ppf_one(float(p)) for p in qa.ravel()]).reshape(qa.shape)
+        return float(out[0]) if np.ndim(q) == 0 else out
+
+    def _ppf_one(self, q: float) -> float:
+        """The smallest grid bracket where F reaches q, refined by bisection on the exact CDF."""
+        t, f = self._t, self._f
+        if not 0.0 <= q <= 1.0:
+            return math.nan
+        i = int(np.searchsorted(f, q, side="left"))
+        if i == 0:
+            return float(t[0])
+        if i >= t.size:
+            return float(t[-1])
+        lo, hi = float(t[i - 1]), float(t[i])
+        for _ in range(REFINE_STEPS):
+            mid = 0.5 * (lo + hi)
+            if self.cdf(mid) >= q:
+                hi = mid
+            else:
+                lo = mid
+        return hi
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        out = np.full(n, -np.inf)
+        for j, m in enumerate(self.counts):
+            u = rng.random(n) ** (1.0 / m)
+            np.maximum(out, self._class_ppf(j, np.clip(u, EPS, 1.0 - 1e-15)), out=out)
+        return out
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [(1.0, self.mean(), self.std())]
+
+    def _draw(self, space: Space) -> FloatArray:
+        return space.leaf(self.uid, lambda rng, n: self._rvs(n, rng))

@@ -1,0 +1,141 @@
+"""What a what-if answers: per point, the predicted makespan with its interval and each
+nodeset's share (rows, compute, communication, waiting), as JSON (``--out``) and as the table
+``ppe whatif`` prints."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ppe.core import StochasticValue
+from ppe.whatif.options import Options
+
+__all__ = ["NodesetResult", "PointResult", "Report", "format_table"]
+
+
+@dataclass(frozen=True)
+class NodesetResult:
+    """One nodeset's share of a point: rows and mean seconds per node."""
+
+    nodeset: str
+    nodes: int
+    benchmark: float
+    rows: int
+    rows_min: int
+    rows_max: int
+    time: float
+    compute: float
+    communication: float
+    waiting: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nodeset": self.nodeset,
+            "nodes": self.nodes,
+            "benchmark": self.benchmark,
+            "rows": self.rows,
+            "rows_per_node": [self.rows_min, self.rows_max],
+            "time_s": self.time,
+            "compute_s": self.compute,
+            "communication_s": self.communication,
+            "waiting_s": self.waiting,
+        }
+
+
+@dataclass(frozen=True)
+class PointResult:
+    """The prediction of one point: the makespan (a stochastic value), per-nodeset breakdown,
+    and how it was computed (``path``: "collapsed" or "full"; ``classes``: distinct host
+    classes predicted)."""
+
+    values: tuple[tuple[str, Any], ...]
+    makespan: StochasticValue
+    confidence: float
+    nodesets: tuple[NodesetResult, ...]
+    engine: str
+    path: str
+    hosts: int
+    classes: int
+    horizon_s: float | None
+    rounds: int
+    notes: tuple[str, ...] = ()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "values": {k: _plain(v) for k, v in self.values},
+            "makespan": self.makespan.to_dict(self.confidence),
+            "nodesets": [n.to_dict() for n in self.nodesets],
+            "engine": self.engine,
+            "path": self.path,
+            "hosts": self.hosts,
+            "classes": self.classes,
+            "horizon_s": self.horizon_s,
+            "rounds": self.rounds,
+            "notes": list(self.notes),
+        }
+
+
+def _plain(v: Any) -> Any:
+    return list(v) if isinstance(v, tuple) else v
+
+
+@dataclass(frozen=True)
+class Report:
+    """Every point of a spec, with what produced them."""
+
+    source: str
+    title: str
+    options: Options
+    axes: tuple[str, ...]
+    points: tuple[PointResult, ...]
+    model: str | None = None  # a script's generated grammar (the full chain of the first point)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "title": self.title,
+            "strategy": self.options.strategy,
+            "confidence": self.options.confidence,
+            "axes": list(self.axes),
+            "points": [p.to_dict() for p in self.points],
+            "model": self.model,
+        }
+
+
+def _value(v: Any) -> str:
+    if isinstance(v, tuple | list):
+        return "x".join(_value(x) for x in v)
+    return f"{v:g}" if isinstance(v, float) else str(v)
+
+
+def _seconds(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def format_table(report: Report) -> str:
+    """One row per point: the swept values, the predicted mean and interval, and per nodeset
+    its rows per node and mean compute / communication / waiting seconds per node."""
+    conf = f"{report.options.confidence:.0%}"
+    head = [*report.axes, "mean s", f"{conf} interval s"]
+    names = [n.nodeset for n in report.points[0].nodesets] if report.points else []
+    for name in names:
+        head += [f"{name} rows/node", f"{name} compute/comm/wait s"]
+    rows = []
+    for p in report.points:
+        lo, hi = p.makespan.interval(report.options.confidence)
+        cells = [_value(v) for _, v in p.values]
+        cells += [_seconds(p.makespan.mean()), f"[{_seconds(lo)}, {_seconds(hi)}]"]
+        for n in p.nodesets:
+            span = f"{n.rows_min}" if n.rows_min == n.rows_max else f"{n.rows_min}-{n.rows_max}"
+            parts = "/".join(_seconds(x) for x in (n.compute, n.communication, n.waiting))
+            cells += [span, parts]
+        rows.append(cells)
+    widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
+    lines = [
+        "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
+        for r in [head, *rows]
+    ]
+    title = report.title or report.source
+    top = f"{title}: strategy {report.options.strategy}, {len(report.points)} point(s)"
+    notes = [f"note: {n}" for n in dict.fromkeys(x for p in report.points for x in p.notes)]
+    return "\n".join([top, *lines, *notes])
