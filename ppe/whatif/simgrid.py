@@ -225,6 +225,7 @@ class _Reader:
         self.routes: list[tuple[Element, str, str]] = []  # (element, kind, zone)
         self.pairs: dict[tuple[str, str], Path] = {}
         self.ignored: dict[str, int] = {}
+        self.routers: set[str] = set()
 
     def problem(self, el: Element, message: str) -> None:
         self.problems.append((el.line, el.column, message))
@@ -256,6 +257,8 @@ class _Reader:
                 self.host(child, zones, None)
             elif tag == "link":
                 self.link(child)
+            elif tag == "router":
+                self.routers.add(child.attrs.get("id", ""))
             elif tag == "cluster":
                 self.cluster(child, zones)
             elif tag == "route":
@@ -428,6 +431,9 @@ class _Reader:
 
     def host_route(self, el: Element, src: str, dst: str, path: Path) -> None:
         missing = [h for h in (src, dst) if h not in self.host_group]
+        if set(missing) <= self.routers and missing:
+            self.notes.append(f"route {src}->{dst}: routes through routers are not followed")
+            return
         if missing:
             self.problem(el, f"the route's {', '.join(repr(h) for h in missing)}: no such host")
             return

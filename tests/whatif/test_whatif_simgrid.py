@@ -302,3 +302,16 @@ def test_the_simgrid_flag_reads_a_platform_next_to_the_cwd(
     (tmp_path / "bad.xml").write_text("<platform><host id='h' speed='1Gf'></platform>")
     assert ppe_main(["whatif", str(spec), "--simgrid", "bad.xml"]) == 2
     assert "bad.xml:1:38: not well-formed XML" in capsys.readouterr().err
+
+
+def test_a_route_to_a_router_is_noted_not_refused() -> None:
+    xml = """<platform version="4.1"><zone id="z" routing="Full">
+      <host id="h1" speed="1Gf"/><router id="r"/>
+      <link id="l" bandwidth="1GBps" latency="0"/>
+      <route src="h1" dst="r"><link_ctn id="l"/></route>
+      <storage_type id="st" size="1TB"/>
+    </zone></platform>"""
+    p = parse_platform(xml)
+    assert p.linksets == ()
+    assert any("routers are not followed" in n for n in p.notes)
+    assert any("<storage_type> (1) ignored" in n for n in p.notes)
