@@ -474,7 +474,7 @@ class _Reader:
     def name_groups(self) -> None:
         taken: set[str] = set()
         for g in self.groups.values():
-            base = g.cluster or _common_name(g.hosts)
+            base = _safe(g.cluster) if g.cluster else _common_name(g.hosts)
             name, k = base, 2
             while name in taken:
                 name, k = f"{base}-{k}", k + 1
@@ -511,8 +511,13 @@ def _common_name(hosts: Sequence[str]) -> str:
     and separators (the first host's id when nothing is left)."""
     prefix = posixpath.commonprefix(list(hosts)) if len(hosts) > 1 else hosts[0]
     base = re.sub(r"[0-9_.-]+$", "", prefix) if len(hosts) > 1 else prefix
-    base = _NAME_OK.sub("_", base or hosts[0])
-    return base if re.match(r"[A-Za-z_]", base) else f"h{base}"
+    return _safe(base or hosts[0])
+
+
+def _safe(name: str) -> str:
+    """A usable nodeset name (spec.py's: letters, digits, ``_-.``, not starting with a digit)."""
+    name = _NAME_OK.sub("_", name)
+    return name if re.match(r"[A-Za-z_]", name) else f"h{name}"
 
 
 def parse_trace(text: str) -> list[float]:

@@ -15,7 +15,7 @@ from ppe.cli import main as ppe_main
 from ppe.whatif import Options, SpecError, evaluate, parse_spec
 from ppe.whatif.simgrid import PlatformError, parse_platform, parse_value
 
-from .conftest import MemoryResolver, cluster
+from .conftest import MemoryResolver, cluster, two_nodesets
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "whatif"
 
@@ -315,3 +315,38 @@ def test_a_route_to_a_router_is_noted_not_refused() -> None:
     assert p.linksets == ()
     assert any("routers are not followed" in n for n in p.notes)
     assert any("<storage_type> (1) ignored" in n for n in p.notes)
+
+
+def test_two_clusters_evaluate_as_the_hand_written_two_nodesets() -> None:
+    xml = """<platform version="4.1"><zone id="w" routing="Full">
+      <cluster id="fast" prefix="f" suffix="" radical="0-3" speed="2Gf" bw="1GBps" lat="0"/>
+      <cluster id="slow" prefix="s" suffix="" radical="0-3" speed="1Gf" bw="1GBps" lat="0"/>
+      <link id="wan" bandwidth="1GBps" latency="0"/>
+      <zoneRoute src="fast" dst="slow" gw_src="ffast_router" gw_dst="sslow_router">
+        <link_ctn id="wan"/></zoneRoute>
+    </zone></platform>"""
+    text, resolver = spec_on(xml, nodesets='["fast", "slow"]')
+    text = text.replace("size = 1000", "size = 2000")
+    a = evaluate(parse_spec(text, "s.toml", resolver.text), resolver, Options()).points[0]
+    b = evaluate(parse_spec(two_nodesets(), "h.toml"), MemoryResolver(), Options()).points[0]
+    assert a.makespan.mean() == pytest.approx(b.makespan.mean(), rel=1e-12)
+    assert [(n.nodeset, n.rows) for n in a.nodesets] == [(n.nodeset, n.rows) for n in b.nodesets]
+
+
+@pytest.mark.parametrize(
+    ("hosts", "name"),
+    [(["node-0", "node-1"], "node"), (["a"], "a"), (["1", "2"], "h1"), (["x y1", "x y2"], "x_y")],
+)
+def test_group_names(hosts: list[str], name: str) -> None:
+    xml = "".join(f'<host id="{h}" speed="1Gf"/>' for h in hosts)
+    p = parse_platform(
+        f'<platform version="4.1"><zone id="z" routing="None">{xml}</zone></platform>'
+    )
+    assert p.nodesets[0]["name"] == name
+
+
+def test_an_empty_platform_and_a_zero_speed_are_refused() -> None:
+    with pytest.raises(PlatformError, match="no hosts"):
+        parse_platform('<platform version="4.1"><zone id="z" routing="None"/></platform>')
+    with pytest.raises(PlatformError, match=r"p.xml:1:\d+: host 'h': speed must be > 0"):
+        parse_platform('<platform><host id="h" speed="0f"/></platform>', "p.xml")
