@@ -350,3 +350,12 @@ def test_an_empty_platform_and_a_zero_speed_are_refused() -> None:
         parse_platform('<platform version="4.1"><zone id="z" routing="None"/></platform>')
     with pytest.raises(PlatformError, match=r"p.xml:1:\d+: host 'h': speed must be > 0"):
         parse_platform('<platform><host id="h" speed="0f"/></platform>', "p.xml")
+
+
+def test_a_platform_nodeset_the_spec_also_defines_is_refused() -> None:
+    text, resolver = spec_on(CLUSTER.format(lat="50us", backbone=""))
+    text = '[[nodeset]]\nname = "node"\nnumber = 2\nfloatspeed = 1e9\n' + text.replace(
+        'title = "on a SimGrid platform"\n', ""
+    )
+    with pytest.raises(SpecError, match="nodeset 'node' is defined twice.*SimGrid platform"):
+        parse_spec(text, "s.toml", resolver.text)
