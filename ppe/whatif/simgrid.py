@@ -30,6 +30,7 @@ import re
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 from xml.parsers import expat
 
@@ -218,7 +219,7 @@ class _Reader:
         self.problems: list[tuple[int | None, int | None, str]] = []
         self.notes: list[str] = []
         self.links: dict[str, Path] = {}
-        self.host_group: dict[str, _Group] = {}
+        self.host_group: dict[str, _Group] = {}  # after group_hosts
         self.host_zones: dict[str, tuple[str, ...]] = {}
         self.groups: dict[tuple[Any, ...], _Group] = {}
         self.clusters: dict[str, tuple[Path, Path]] = {}  # id -> (host to router, within)
@@ -226,6 +227,9 @@ class _Reader:
         self.pairs: dict[tuple[str, str], Path] = {}
         self.ignored: dict[str, int] = {}
         self.routers: set[str] = set()
+        self.pending: dict[str, tuple[float, dict[str, Any], str | None]] = {}
+        self.traces: dict[str, Element] = {}
+        self.connects: list[Element] = []
 
     def problem(self, el: Element, message: str) -> None:
         self.problems.append((el.line, el.column, message))
@@ -257,6 +261,10 @@ class _Reader:
                 self.host(child, zones, None)
             elif tag == "link":
                 self.link(child)
+            elif tag == "trace":
+                self.traces[child.attrs.get("id", "")] = child
+            elif tag == "trace_connect":
+                self.connects.append(child)
             elif tag == "router":
                 self.routers.add(child.attrs.get("id", ""))
             elif tag == "cluster":
@@ -303,11 +311,41 @@ class _Reader:
         zones: tuple[str, ...],
         cluster: str | None,
     ) -> None:
-        key = (cluster, speed, tuple(sorted(load.items())))
-        group = self.groups.setdefault(key, _Group(key, cluster, [], speed, load))
-        group.hosts.append(name)
-        self.host_group[name] = group
+        self.pending[name] = (speed, load, cluster)
         self.host_zones[name] = zones
+
+    def group_hosts(self) -> None:
+        """Hosts with the same cluster, speed and load make one group (after the inline
+        traces are connected to them)."""
+        for name, (speed, load, cluster) in self.pending.items():
+            key = (cluster, speed, tuple(sorted(load.items())))
+            group = self.groups.setdefault(key, _Group(key, cluster, [], speed, load))
+            group.hosts.append(name)
+            self.host_group[name] = group
+
+    def connect_traces(self) -> None:
+        """``<trace_connect kind="SPEED" trace=T element=H>``: inline ``<trace>`` T is host H's
+        availability (other kinds are noted and ignored)."""
+        for el in self.connects:
+            kind, ref, host = (el.attrs.get(k, "") for k in ("kind", "trace", "element"))
+            if kind != "SPEED":
+                self.notes.append(f"trace_connect {ref!r} of kind {kind!r} ignored (SPEED only)")
+                continue
+            if ref not in self.traces:
+                self.problem(el, f"trace_connect names trace {ref!r}, which is not defined")
+                continue
+            if host not in self.pending:
+                self.problem(el, f"trace_connect names host {host!r}, which is not defined")
+                continue
+            trace = self.traces[ref]
+            load = (
+                self.trace_file(trace, trace.attrs["file"])
+                if "file" in trace.attrs
+                else self.summarise(trace, f"trace {ref!r}", partial(parse_trace, trace.text))
+            )
+            if load is not None:
+                speed, _, cluster = self.pending[host]
+                self.pending[host] = (speed, load, cluster)
 
     def cores(self, el: Element) -> int | None:
         raw = el.attrs.get("core", "1")
@@ -320,28 +358,36 @@ class _Reader:
 
     def availability(self, el: Element) -> dict[str, Any] | None:
         ref = el.attrs.get("availability_file") or el.attrs.get("speed_file")
-        if ref is None:
-            return {"kind": "dedicated"}
-        if self.read is None:
+        return {"kind": "dedicated"} if ref is None else self.trace_file(el, ref)
+
+    def trace_file(self, el: Element, ref: str) -> dict[str, Any] | None:
+        read = self.read
+        if read is None:
             self.problem(el, f"availability file {ref!r}: nothing to read it with")
             return None
         full = ref if posixpath.isabs(ref) else posixpath.join(posixpath.dirname(self.source), ref)
+        return self.summarise(el, f"availability file {ref!r}", lambda: parse_trace(read(full)))
+
+    def summarise(
+        self, el: Element, what: str, values_of: Callable[[], list[float]]
+    ) -> dict[str, Any] | None:
+        """A SimGrid speed trace as a normal load: the mean and std of its values."""
         try:
-            values = parse_trace(self.read(full))
+            values = values_of()
         except OSError as exc:
             why = "no such file" if isinstance(exc, FileNotFoundError) else str(exc)
-            self.problem(el, f"availability file {ref!r}: cannot read it: {why}")
+            self.problem(el, f"{what}: cannot read it: {why}")
             return None
         except ValueError as exc:
-            self.problem(el, f"availability file {ref!r}: {exc}")
+            self.problem(el, f"{what}: {exc}")
             return None
         mean = statistics.fmean(values)
         std = statistics.pstdev(values) if len(values) > 1 else 0.0
         if not 0 < mean <= 1:
-            self.problem(el, f"availability file {ref!r}: its mean {mean:g} is not in (0, 1]")
+            self.problem(el, f"{what}: its mean {mean:g} is not in (0, 1]")
             return None
         self.notes.append(
-            f"{ref}: SimGrid availability trace read as a normal load (mean {mean:.4g}, "
+            f"{what}: SimGrid availability trace read as a normal load (mean {mean:.4g}, "
             f"std {std:.4g} of its {len(values)} values)"
         )
         return {"kind": "normal", "mean": mean, "std": std}
@@ -557,6 +603,8 @@ def parse_platform(
     if version and not version.startswith("4"):
         reader.notes.append(f"platform version {version}: read with the 4.1 names (AS = zone)")
     reader.walk(root, ())
+    reader.connect_traces()
+    reader.group_hosts()
     reader.name_groups()
     reader.routes_done()
     if not reader.groups and not reader.problems:

@@ -286,7 +286,7 @@ def test_the_simgrid_example_runs(tmp_path: Path, capsys: pytest.CaptureFixture[
     report = json.loads(out.read_text())
     assert [n["nodeset"] for n in report["points"][0]["nodesets"]] == ["fast", "old"]
     assert any("old-load.trace" in n for n in report["platform_notes"])
-    assert "note: old-load.trace" in capsys.readouterr().out
+    assert "note: availability file 'old-load.trace'" in capsys.readouterr().out
 
 
 def test_the_simgrid_flag_reads_a_platform_next_to_the_cwd(
@@ -359,3 +359,30 @@ def test_a_platform_nodeset_the_spec_also_defines_is_refused() -> None:
     )
     with pytest.raises(SpecError, match="nodeset 'node' is defined twice.*SimGrid platform"):
         parse_spec(text, "s.toml", resolver.text)
+
+
+def test_inline_traces_connected_to_hosts_are_their_load() -> None:
+    xml = """<platform version="4.1"><zone id="z" routing="Full">
+      <host id="h1" speed="1Gf"/><host id="h2" speed="1Gf"/><host id="h3" speed="1Gf"/>
+      <trace id="busy" periodicity="10"><![CDATA[
+        0.0 0.5
+        5.0 0.7
+      ]]></trace>
+      <trace_connect kind="SPEED" trace="busy" element="h3"/>
+      <trace_connect kind="HOST_AVAIL" trace="busy" element="h1"/>
+    </zone></platform>"""
+    p = parse_platform(xml)
+    groups = {ns["name"]: ns for ns in p.nodesets}
+    assert groups["h"]["number"] == 2 and groups["h"]["load"] == {"kind": "dedicated"}
+    assert groups["h3"]["load"] == {
+        "kind": "normal",
+        "mean": pytest.approx(0.6),
+        "std": pytest.approx(0.1),
+    }
+    assert any("HOST_AVAIL" in n and "ignored" in n for n in p.notes)
+    bad = xml.replace('element="h3"', 'element="h9"').replace(
+        'trace="busy" element="h1"', 'trace="idle" element="h1"'
+    )
+    with pytest.raises(PlatformError) as err:
+        parse_platform(bad)
+    assert "host 'h9', which is not defined" in str(err.value)
