@@ -16,7 +16,8 @@ and ``[[linkset]]`` tables a spec would have written by hand, as plain SI number
   the cluster's router, the route's links, and the same down in the other cluster;
 * an ``availability_file`` (``speed_file``) in SimGrid's trace format becomes a normal load
   with the mean and standard deviation of its values (PPE's trace readers take GWA-T-12 or
-  ``timestamp,value`` CSV, not this format); a note says so.
+  ``timestamp,value`` CSV, not this format); a note says so. So does an inline ``<trace>``
+  that a ``<trace_connect kind="SPEED">`` attaches to a host.
 
 Pure: files are read through the caller's ``read`` (a spec's resolver). XML is read with the
 stdlib's expat (positions for every element; entity declarations refused, as defusedxml does).
@@ -172,17 +173,17 @@ def _parse_xml(text: str, source: str) -> Element:
 
 
 @dataclass(frozen=True)
-class Path:
+class Route:
     """A route's links, reduced: its bottleneck bandwidth and its total latency."""
 
     bandwidth: float
     latency: float
 
-    def then(self, other: Path) -> Path:
-        return Path(min(self.bandwidth, other.bandwidth), self.latency + other.latency)
+    def then(self, other: Route) -> Route:
+        return Route(min(self.bandwidth, other.bandwidth), self.latency + other.latency)
 
 
-_EMPTY = Path(math.inf, 0.0)
+_EMPTY = Route(math.inf, 0.0)
 
 
 @dataclass(frozen=True)
@@ -218,13 +219,13 @@ class _Reader:
         self.read = read
         self.problems: list[tuple[int | None, int | None, str]] = []
         self.notes: list[str] = []
-        self.links: dict[str, Path] = {}
+        self.links: dict[str, Route] = {}
         self.host_group: dict[str, _Group] = {}  # after group_hosts
         self.host_zones: dict[str, tuple[str, ...]] = {}
         self.groups: dict[tuple[Any, ...], _Group] = {}
-        self.clusters: dict[str, tuple[Path, Path]] = {}  # id -> (host to router, within)
-        self.routes: list[tuple[Element, str, str]] = []  # (element, kind, zone)
-        self.pairs: dict[tuple[str, str], Path] = {}
+        self.clusters: dict[str, tuple[Route, Route]] = {}  # id -> (host to router, within)
+        self.routes: list[tuple[Element, str]] = []  # (element, "route" or "zone")
+        self.pairs: dict[tuple[str, str], Route] = {}
         self.ignored: dict[str, int] = {}
         self.routers: set[str] = set()
         self.pending: dict[str, tuple[float, dict[str, Any], str | None]] = {}
@@ -270,9 +271,9 @@ class _Reader:
             elif tag == "cluster":
                 self.cluster(child, zones)
             elif tag == "route":
-                self.routes.append((child, "route", zones[-1] if zones else ""))
+                self.routes.append((child, "route"))
             elif tag in ZONE_ROUTE_TAGS:
-                self.routes.append((child, "zone", zones[-1] if zones else ""))
+                self.routes.append((child, "zone"))
             elif tag not in QUIET_TAGS:
                 self.ignored[tag] = self.ignored.get(tag, 0) + 1
 
@@ -285,7 +286,7 @@ class _Reader:
         lat = self.value(el, "latency", "latency", required=False)
         if bw is None:
             return
-        path = Path(bw, lat or 0.0)
+        path = Route(bw, lat or 0.0)
         self.links[name] = path
         if el.attrs.get("sharing_policy") == "SPLITDUPLEX":  # SimGrid names both directions
             self.links[f"{name}_UP"] = path
@@ -409,8 +410,8 @@ class _Reader:
             return
         assert speed is not None and cores is not None and bw is not None and lat is not None
         assert radical is not None and load is not None
-        private = Path(bw, lat)
-        up = private.then(Path(bb_bw, bb_lat)) if bb_bw is not None else private
+        private = Route(bw, lat)
+        up = private.then(Route(bb_bw, bb_lat)) if bb_bw is not None else private
         within = up.then(private)
         self.clusters[cid] = (up, within)
         prefix, suffix = el.attrs.get("prefix", ""), el.attrs.get("suffix", "")
@@ -443,7 +444,7 @@ class _Reader:
 
     # -- routes
 
-    def route_path(self, el: Element) -> Path | None:
+    def route_path(self, el: Element) -> Route | None:
         path = _EMPTY
         for ctn in el.children:
             if ctn.tag != "link_ctn":
@@ -462,7 +463,7 @@ class _Reader:
         for g in self.groups.values():
             if g.cluster is not None and len(g.hosts) > 1:
                 self.join(g, g, self.clusters[g.cluster][1])
-        for el, kind, _zone in self.routes:
+        for el, kind in self.routes:
             src, dst = el.attrs.get("src"), el.attrs.get("dst")
             if src is None or dst is None:
                 self.problem(el, f"<{el.tag}> needs 'src' and 'dst'")
@@ -475,7 +476,7 @@ class _Reader:
             else:
                 self.zone_route(el, src, dst, path)
 
-    def host_route(self, el: Element, src: str, dst: str, path: Path) -> None:
+    def host_route(self, el: Element, src: str, dst: str, path: Route) -> None:
         missing = [h for h in (src, dst) if h not in self.host_group]
         if set(missing) <= self.routers and missing:
             self.notes.append(f"route {src}->{dst}: routes through routers are not followed")
@@ -486,7 +487,7 @@ class _Reader:
         if src != dst:
             self.join(self.host_group[src], self.host_group[dst], path)
 
-    def zone_route(self, el: Element, src: str, dst: str, path: Path) -> None:
+    def zone_route(self, el: Element, src: str, dst: str, path: Route) -> None:
         ends = []
         for zone in (src, dst):
             hosts = [h for h, zs in self.host_zones.items() if zone in zs]
@@ -506,13 +507,13 @@ class _Reader:
         for ga, gb in pairs:
             self.join(by_id[ga], by_id[gb], full)
 
-    def join(self, a: _Group, b: _Group, path: Path) -> None:
+    def join(self, a: _Group, b: _Group, path: Route) -> None:
         pair = (a.name, b.name) if a.name <= b.name else (b.name, a.name)
         old = self.pairs.get(pair)
         self.pairs[pair] = (
             path
             if old is None
-            else Path(min(old.bandwidth, path.bandwidth), max(old.latency, path.latency))
+            else Route(min(old.bandwidth, path.bandwidth), max(old.latency, path.latency))
         )
 
     # -- naming and tables
