@@ -64,6 +64,14 @@ class FileResolver:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="ppe whatif", description=__doc__.split("\n\n")[0])
     p.add_argument("spec", type=Path, help="a what-if spec (TOML)")
+    p.add_argument(
+        "--simgrid",
+        type=Path,
+        default=None,
+        metavar="PLATFORM.xml",
+        help="a SimGrid platform: its hosts and links become the spec's nodesets and linksets "
+        "(replaces the spec's [machine] simgrid)",
+    )
     p.add_argument("--out", type=Path, default=None, help="write the report as JSON here")
     p.add_argument(
         "--strategy",
@@ -89,8 +97,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     options = Options(strategy=args.strategy, confidence=args.confidence, k=args.k)
     try:
-        whatif = parse_spec(text, str(args.spec))
-        report = evaluate(whatif, FileResolver(args.spec.parent), options)
+        resolver = FileResolver(args.spec.parent)
+        simgrid = str(args.simgrid.resolve()) if args.simgrid is not None else None
+        whatif = parse_spec(text, str(args.spec), resolver.text, simgrid)
+        report = evaluate(whatif, resolver, options)
     except SpecError as exc:
         print(f"ppe whatif: {len(exc.problems)} problem(s) in the spec:\n{exc}", file=sys.stderr)
         return 2
@@ -98,7 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ppe whatif: {exc}", file=sys.stderr)
         return 2
     document = report.to_dict()
+    if whatif.notes:
+        document["platform_notes"] = list(whatif.notes)
     if args.out is not None:
         args.out.write_text(json.dumps(document, indent=2))
     print(json.dumps(document, indent=2) if args.json else format_table(report))
+    if not args.json:
+        for note in whatif.notes:
+            print(f"note: {note}")
     return 0

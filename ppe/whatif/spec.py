@@ -21,7 +21,7 @@ import itertools
 import math
 import re
 import tomllib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,6 +29,7 @@ from ppe.pipeline import DEFAULT_LINK
 from ppe.whatif.locate import Locator, Path, Position
 from ppe.whatif.script import MAX_RUNS, Move, Repeat, Script, ScriptError, Send, Use, parse_script
 from ppe.whatif.script import phases as script_phases
+from ppe.whatif.simgrid import PlatformError, read_platform
 from ppe.whatif.sweep import MAX_POINTS, SweepError, is_range, range_values
 from ppe.whatif.units import UnitError, parse_quantity
 
@@ -50,7 +51,8 @@ __all__ = [
 ]
 
 OBJECTS = ("nodeset", "linkset", "dataset", "distribution")
-TOP_LEVEL = (*OBJECTS, "execution", "title", "description")
+TOP_LEVEL = (*OBJECTS, "execution", "title", "description", "machine")
+MACHINE_FIELDS = ("simgrid",)
 NODESET_TYPES = ("cpu", "memory", "cache", "disk")
 LOAD_KINDS = ("dedicated", "normal", "mixture", "traces", "forecasts")
 TOPOLOGIES = ("chain", "ring", "full", "bus")
@@ -389,6 +391,8 @@ class WhatIf:
     axes: tuple[Axis, ...]
     points: tuple[SpecPoint, ...]
     locator: Locator = field(repr=False, compare=False)
+    #: What reading a SimGrid platform approximated or ignored (docs/whatif.md).
+    notes: tuple[str, ...] = ()
 
     def problem(self, path: Path, message: str) -> Problem:
         pos = self.locator.find(path)
@@ -1270,11 +1274,96 @@ def _script(doc: Mapping[str, Any], locator: Locator, problems: _Problems) -> Sc
         return None
 
 
-def parse_spec(text: str, source: str = "spec") -> WhatIf:
+def parse_spec(
+    text: str,
+    source: str = "spec",
+    read: Callable[[str], str] | None = None,
+    simgrid: str | None = None,
+) -> WhatIf:
     """Read, expand and check a spec; :class:`SpecError` lists every problem (line, field,
-    message) when there is any, so nothing is evaluated from a spec with a mistake."""
+    message) when there is any, so nothing is evaluated from a spec with a mistake.
+
+    ``[machine] simgrid = "platform.xml"`` (or ``simgrid``, which replaces it: the CLI's
+    ``--simgrid``) adds the platform's nodesets and linksets, read through ``read`` (the
+    resolver's ``text``), after the spec's own."""
     doc = _read_toml(text, source)
     locator = Locator(text)
+    notes, counts = _machine(doc, locator, source, read, simgrid)
+    try:
+        whatif = _parse_doc(doc, text, source, locator)
+    except SpecError as exc:
+        if not counts:
+            raise
+        at = locator.find(("machine", "simgrid")) if simgrid is None else None
+        raise SpecError([_platform_problem(p, counts, at) for p in exc.problems], source) from None
+    return WhatIf(whatif.source, text, whatif.axes, whatif.points, locator, notes)
+
+
+def _machine(
+    doc: dict[str, Any],
+    locator: Locator,
+    source: str,
+    read: Callable[[str], str] | None,
+    simgrid: str | None,
+) -> tuple[tuple[str, ...], dict[str, int]]:
+    """Merges the SimGrid platform's tables into ``doc``; returns its notes and how many
+    nodesets and linksets the spec itself has (the platform's come after them)."""
+    machine = doc.pop("machine", None)
+    problems = _Problems(locator)
+    path: Path = ("machine", "simgrid")
+    if machine is not None and not isinstance(machine, Mapping):
+        problems.add(("machine",), 'machine must be a table: [machine] simgrid = "platform.xml"')
+    elif machine is not None:
+        for key in machine:
+            if key not in MACHINE_FIELDS:
+                problems.add(
+                    ("machine", key),
+                    f"unknown field {key!r} in [machine]{_suggest(key, MACHINE_FIELDS)}",
+                )
+    ref = simgrid if simgrid is not None else (machine or {}).get("simgrid")
+    if ref is not None and not isinstance(ref, str):
+        problems.add(path, f"simgrid must be a file name, got {ref!r}")
+    elif ref is not None and read is None:
+        problems.add(path, "a SimGrid platform is named but no reader was given to read it")
+    elif ref is not None and read is not None:
+        try:
+            platform = read_platform(ref, read)
+        except PlatformError as exc:
+            for line, column, message in exc.problems:
+                where = f"{exc.source}:{line}:{column}" if line is not None else exc.source
+                problems.add(path, f"{where}: {message}")
+        except (OSError, ValueError) as exc:
+            why = f"no such file {ref!r}" if isinstance(exc, FileNotFoundError) else str(exc)
+            problems.add(path, f"cannot read the SimGrid platform: {why}")
+        else:
+            counts = {}
+            for kind, tables in (("nodeset", platform.nodesets), ("linkset", platform.linksets)):
+                mine = doc.setdefault(kind, [])
+                counts[kind] = len(mine) if isinstance(mine, list) else 0
+                if isinstance(mine, list):
+                    mine.extend(copy.deepcopy(list(tables)))
+            if problems.items:
+                raise SpecError(problems.items, source)
+            return platform.notes, counts
+    if problems.items:
+        raise SpecError(problems.items, source)
+    return (), {}
+
+
+def _platform_problem(p: Problem, counts: Mapping[str, int], at: Position | None) -> Problem:
+    """A problem in an object the platform made points at ``[machine]`` and says so."""
+    m = re.match(r"^(nodeset|linkset)\[(\d+)\]", p.field)
+    if m is None or int(m.group(2)) < counts.get(m.group(1), 0):
+        return p
+    return Problem(
+        p.field,
+        f"{p.message} (in the SimGrid platform's {m.group(1)}s)",
+        at.line if at else None,
+        at.column if at else None,
+    )
+
+
+def _parse_doc(doc: dict[str, Any], text: str, source: str, locator: Locator) -> WhatIf:
     problems = _Problems(locator)
     script = _script(doc, locator, problems)
     script_problems = len(problems.items)
