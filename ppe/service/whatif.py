@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 from sqlalchemy import select, update
@@ -118,7 +119,11 @@ class StoreResolver:
     def trace(self, ref: str) -> LoadTrace:
         """A trace file under the server's trace directories, read within its limits."""
         path = resolve_traces([ref], self.settings.trace_dirs)[0]
-        t = read_trace(path, trace_limits(self.settings)).alive()
+        try:
+            t = read_trace(path, trace_limits(self.settings)).alive()
+        except (OSError, ValueError) as exc:  # said without the server's paths
+            roots = [Path(d).resolve() for d in self.settings.trace_dirs]
+            raise ResolveError(public_error(exc, roots)) from None
         return LoadTrace(t.name, t.timestamps, t.availability)
 
     def text(self, ref: str) -> str:
@@ -227,8 +232,16 @@ class WhatIfRunner:
         self.sessions = sessions
         self.pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="whatif")
 
-    def submit(self, text: str, whatif: WhatIf, resources: Resources, options: Options) -> int:
-        """Queue a checked spec whose references are read; returns the job's id."""
+    def submit(
+        self,
+        text: str,
+        whatif: WhatIf,
+        resources: Resources,
+        options: Options,
+        hide: Sequence[Path] = (),
+    ) -> int:
+        """Queue a checked spec whose references are read; returns the job's id. A failure's
+        message leaves out the folders in ``hide`` (the server's trace directories)."""
         with session_scope(self.sessions) as s:
             job = WhatIfJob(
                 status="queued",
@@ -239,14 +252,21 @@ class WhatIfRunner:
             s.add(job)
             s.flush()
             job_id = job.id
-        self.pool.submit(self._run, job_id, whatif, resources, options)
+        self.pool.submit(self._run, job_id, whatif, resources, options, list(hide))
         return job_id
 
     def _set(self, job_id: int, **values: Any) -> None:
         with session_scope(self.sessions) as s:
             s.execute(update(WhatIfJob).where(WhatIfJob.id == job_id).values(**values))
 
-    def _run(self, job_id: int, whatif: WhatIf, resources: Resources, options: Options) -> None:
+    def _run(
+        self,
+        job_id: int,
+        whatif: WhatIf,
+        resources: Resources,
+        options: Options,
+        hide: list[Path],
+    ) -> None:
         self._set(job_id, status="running")
         last = [0.0]
 
@@ -261,7 +281,9 @@ class WhatIfRunner:
             # through JSON once: numpy scalars and tuples become what the store keeps
             report = json.loads(json.dumps(report, default=float))
         except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
-            self._set(job_id, status="failed", error=public_error(exc, []), finished_at=time.time())
+            self._set(
+                job_id, status="failed", error=public_error(exc, hide), finished_at=time.time()
+            )
             return
         self._set(job_id, status="done", report=report, finished_at=time.time())
 

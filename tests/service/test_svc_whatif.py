@@ -276,3 +276,30 @@ def test_roles(fed: Env) -> None:
     assert fed.client.post("/api/v1/whatif", json={"spec": SPEC}).status_code == 401
     assert post(fed, SPEC, "admin").status_code == 200
     assert jobs(fed) == []
+
+
+def test_trace_files_resolve_under_the_trace_dirs(
+    db_url: str, traces_dir: Any, tmp_path: Any
+) -> None:
+    from tests.service.conftest import make_tokens
+
+    tokens = make_tokens(db_url)
+    (tmp_path / "broken.csv").write_text("not,a\ntrace,at all\n")
+    dirs = (str(traces_dir.parent), str(tmp_path))
+    app = create_app(Settings(database_url=db_url, trace_dirs=dirs))
+    with TestClient(app) as client:
+        env = Env(client, db_url, tokens)
+        files = [f"{traces_dir.name}/1.csv.gz", f"{traces_dir.name}/2.csv.gz"]
+        spec = SWEEP.replace(
+            'load = {kind = "normal", mean = 0.8, std = 0.05}',
+            f'load = {{kind = "traces", files = ["{files[0]}", "{files[1]}"]}}',
+        )
+        r = post(env, spec)
+        assert r.status_code == 202, r.text
+        job = wait_done(env, r.json()["url"])
+        assert job["status"] == "done", job["error"]
+        assert all(p["makespan"]["mean"] > 0 for p in job["report"]["points"])
+        r = post(env, spec.replace(files[0], "broken.csv"))
+        assert r.status_code == 422
+        (p,) = r.json()["detail"]
+        assert p["field"] == "nodeset[0].load.files[0]" and str(tmp_path) not in p["reason"]

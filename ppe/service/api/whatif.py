@@ -3,6 +3,7 @@ small, else as a job with progress; and "the hosts I have now" as a spec to star
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
@@ -32,8 +33,42 @@ router = APIRouter(tags=["whatif"], route_class=ProblemRoute, responses=ROUTER_R
 MAX_SPEC_CHARS = 256 * 2**10
 
 
+#: A spec small enough to be answered at once (the schema's example).
+EXAMPLE_SPEC = """title = "4 nodes at 1 Gflop/s, SOR"
+
+[[nodeset]]
+name = "node"
+number = 4
+floatspeed = "1 Gflop/s"
+load = {kind = "normal", mean = 0.8, std = 0.05}
+
+[[linkset]]
+name = "lan"
+across = "node"
+bandwidth = "1 Gb/s"
+
+[[dataset]]
+name = "grid"
+type = "grid2dim"
+size = 1000
+floatsperunit = 8
+
+[[distribution]]
+name = "strips"
+type = "block1dim"
+dataset = "grid"
+nodeset = "node"
+
+[execution]
+model = "sor"
+iterations = 100
+"""
+
+
 class WhatIfRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"spec": EXAMPLE_SPEC}]}
+    )
 
     spec: str = Field(max_length=MAX_SPEC_CHARS, description="a what-if spec (TOML text)")
     strategy: str = Field("mean", description="the scheduler's strategy at every point")
@@ -108,9 +143,10 @@ async def post_whatif(
             raise problem(422, str(exc), "spec") from exc
         response.status_code = status.HTTP_200_OK
         return {"id": None, "status": "done", "done": 1, "total": 1, "report": report}
-    runner = services_of(request).whatifs
+    sv = services_of(request)
+    hide = [Path(d).resolve() for d in sv.settings.trace_dirs]
     job_id = await planning_thread(
-        request, lambda: runner.submit(body.spec, whatif, resources, options)
+        request, lambda: sv.whatifs.submit(body.spec, whatif, resources, options, hide)
     )
     total = len(whatif.points)
     return {
