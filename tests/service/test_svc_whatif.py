@@ -251,6 +251,20 @@ def test_the_current_hosts_spec_evaluates(fed: Env) -> None:
     assert answer.status_code == 200, answer.text
     (point,) = answer.json()["report"]["points"]
     assert point["hosts"] == 3 and point["makespan"]["mean"] > 0
+    # "add 32 more like h0": edited, it answers what if
+    more = r.text.replace('nodeset = ["h0", "h1", "h2"]', 'nodeset = ["h0", "h1", "h2", "more"]')
+    more += (
+        '[[nodeset]]\nname = "more"\nnumber = 32\nhost = "h0"\nload = {kind = "forecasts"}\n'
+        '[[linkset]]\nname = "new"\nacross = "more"\n'
+        '[[linkset]]\nname = "up"\nupdown = ["h2", "more"]\n'
+    )
+    bigger = post(fed, more)
+    assert bigger.status_code == 200, bigger.text
+    (grown,) = bigger.json()["report"]["points"]
+    assert grown["hosts"] == 35
+    by_name = {ns["nodeset"]: ns for ns in grown["nodesets"]}
+    assert by_name["more"]["benchmark"] == pytest.approx(by_name["h0"]["benchmark"])
+    assert grown["makespan"]["mean"] < point["makespan"]["mean"]
 
 
 def test_the_current_hosts_leave_out_hosts_without_a_speed(env: Env, traces_dir: Any) -> None:
