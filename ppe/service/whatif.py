@@ -209,10 +209,6 @@ def run_points(
     )
 
 
-def options_dict(options: Options) -> dict[str, Any]:
-    return asdict(options)
-
-
 def fail_interrupted(sessions: sessionmaker[Session]) -> None:
     """Once per server start: jobs a dead server left queued or running will never finish."""
     with session_scope(sessions) as s:
@@ -246,7 +242,7 @@ class WhatIfRunner:
             job = WhatIfJob(
                 status="queued",
                 spec=text,
-                options=options_dict(options),
+                options=asdict(options),
                 total=len(whatif.points),
             )
             s.add(job)
