@@ -57,7 +57,7 @@ class FileResolver:
     def host(self, name: str) -> RegisteredHost:
         raise ResolveError(
             f"registered host {name!r}: hosts and their forecasts are read by the service "
-            "(POST /api/v1/whatif, a later slice); the CLI reads files only"
+            "(POST /api/v1/whatif, docs/whatif.md); the CLI reads files only"
         )
 
 

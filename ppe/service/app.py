@@ -30,6 +30,7 @@ from ppe.service.api import (
     schedules,
     templates,
     tokens,
+    whatif,
 )
 from ppe.service.config import Settings
 from ppe.service.dashboard import docs, models_data
@@ -44,6 +45,8 @@ from ppe.service.replay_jobs import ReplayRunner, fail_interrupted
 from ppe.service.store.db import make_engine, make_sessionmaker, migrate
 from ppe.service.store.retention import RetentionTask
 from ppe.service.store.tokens import TokenCache
+from ppe.service.whatif import WhatIfRunner
+from ppe.service.whatif import fail_interrupted as fail_interrupted_whatifs
 
 API_PREFIX = "/api/v1"
 
@@ -86,6 +89,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         )
         if settings.migrate_on_start:  # single process: nobody else is running jobs
             fail_interrupted(sessions)
+            fail_interrupted_whatifs(sessions)
         services = Services(
             settings=settings,
             metrics=metrics,
@@ -96,6 +100,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
             index=IndexCache(calibration_min_runs=settings.calibration_min_runs),
             plan_memo=PlanMemo(),
             replays=ReplayRunner(sessions),
+            whatifs=WhatIfRunner(sessions),
             planning=CapacityLimiter(max(1, settings.planning_threads)),
         )
         app.state.services = services
@@ -108,6 +113,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         trimmer.stop()
         retention.stop()
         services.replays.shutdown()
+        services.whatifs.shutdown()
         engine.dispose()
 
     app = FastAPI(
@@ -137,6 +143,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         groups,
         pmac,
         accuracy,
+        whatif,
     ):
         api.include_router(module.router)
     app.include_router(health.router)

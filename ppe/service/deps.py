@@ -28,6 +28,7 @@ from ppe.service.planning import IndexCache
 from ppe.service.replay_jobs import ReplayRunner
 from ppe.service.schemas import Problem
 from ppe.service.store.tokens import TokenCache
+from ppe.service.whatif import WhatIfRunner
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Services:
     index: IndexCache
     plan_memo: PlanMemo
     replays: ReplayRunner
+    whatifs: WhatIfRunner
     #: threads that may plan at once (Settings.planning_threads); see :func:`planning_thread`
     planning: CapacityLimiter
 

@@ -6,12 +6,16 @@ import time
 
 import pytest
 
+from ppe.service.api.whatif import EXAMPLE_SPEC
+
 BATCH = {"measurements": [{"resource": "h1", "metric": "cpu", "timestamp": 1e9, "value": 0.5}]}
 CASES = [
     ("POST", "/api/v1/measurements", BATCH, {"sensor", "admin"}),
     ("GET", "/api/v1/resources", None, {"app", "operator", "admin"}),
     ("PUT", "/api/v1/resources/h9", {"properties": {"benchmark": 2e-8}}, {"operator", "admin"}),
     ("POST", "/api/v1/tokens", {"role": "sensor"}, {"admin"}),
+    ("POST", "/api/v1/whatif", {"spec": EXAMPLE_SPEC}, {"operator", "admin"}),
+    ("GET", "/api/v1/whatif", None, {"app", "operator", "admin"}),
 ]
 
 

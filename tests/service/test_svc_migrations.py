@@ -49,6 +49,7 @@ FOREIGN = {
         ("resource_groups", "0007", "couplings"),
         ("host_profiles", "0008", "resource_groups"),
         ("signatures", "0008", "resource_groups"),
+        ("whatif_jobs", "0009", "host_profiles"),
     ],
 )
 def test_a_migration_matches_its_model_and_round_trips(

@@ -193,6 +193,23 @@ class ReplayJob(Base):
     finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
 
 
+class WhatIfJob(Base):
+    """A what-if spec evaluated in the background (POST /api/v1/whatif): its text, options,
+    progress over the sweep's points and report."""
+
+    __tablename__ = "whatif_jobs"
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    status: Mapped[str] = mapped_column(String(16), default="queued")
+    done: Mapped[int] = mapped_column(Integer, default=0)
+    total: Mapped[int] = mapped_column(Integer, default=0)
+    spec: Mapped[str] = mapped_column(Text)
+    options: Mapped[dict[str, Any]] = mapped_column(default=dict)
+    report: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
+    error: Mapped[str] = mapped_column(Text, default="")
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+    finished_at: Mapped[float | None] = mapped_column(Float, nullable=True, default=None)
+
+
 class Run(Base):
     """A measured run of an application (the performance database of runs, run reports).
 

@@ -1,0 +1,207 @@
+"""What-if over HTTP (docs/whatif.md, API): evaluate a spec on the store's hosts, at once when
+small, else as a job with progress; and "the hosts I have now" as a spec to start from."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response, status
+from pydantic import BaseModel, ConfigDict, Field
+from sqlalchemy import select
+
+import scheduler
+from ppe.service.auth import OPERATE, READ, require
+from ppe.service.deps import ForecastCacheDep, SessionDep, planning_thread, services_of
+from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.schemas import IdPath
+from ppe.service.store.models import WhatIfJob
+from ppe.service.whatif import (
+    SMALL_NODES,
+    StoreResolver,
+    check,
+    current_spec,
+    is_small,
+    read_references,
+    run_points,
+)
+from ppe.whatif import Options, ResolveError, SpecError, WhatIfError
+
+router = APIRouter(tags=["whatif"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
+
+#: Largest spec text accepted (a spec is a page of TOML; sweeps are ranges, not lists).
+MAX_SPEC_CHARS = 256 * 2**10
+
+
+#: A spec small enough to be answered at once (the schema's example).
+EXAMPLE_SPEC = """title = "4 nodes at 1 Gflop/s, SOR"
+
+[[nodeset]]
+name = "node"
+number = 4
+floatspeed = "1 Gflop/s"
+load = {kind = "normal", mean = 0.8, std = 0.05}
+
+[[linkset]]
+name = "lan"
+across = "node"
+bandwidth = "1 Gb/s"
+
+[[dataset]]
+name = "grid"
+type = "grid2dim"
+size = 1000
+floatsperunit = 8
+
+[[distribution]]
+name = "strips"
+type = "block1dim"
+dataset = "grid"
+nodeset = "node"
+
+[execution]
+model = "sor"
+iterations = 100
+"""
+
+
+class WhatIfRequest(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"spec": EXAMPLE_SPEC}]}
+    )
+
+    spec: str = Field(max_length=MAX_SPEC_CHARS, description="a what-if spec (TOML text)")
+    strategy: str = Field("mean", description="the scheduler's strategy at every point")
+    confidence: float = Field(0.95, gt=0, lt=1, description="interval confidence")
+    k: float = Field(2.0, gt=0, le=10, description="k of the conservative strategy")
+
+
+POST_DESCRIPTION = f"""Evaluate a what-if spec (docs/whatif.md) on this service's data.
+
+The spec is checked first, its references included (registered hosts, stored profiles by
+host name, signatures and models posted here, traces under the server's trace directories):
+a spec with mistakes is a 422 listing every problem with its `field`, `line`, `column` and
+`reason`, and nothing is queued. A spec of one point with at most {SMALL_NODES} nodes is
+answered at once (200, `status: "done"` and the report); anything larger becomes a job (202
+with its URL; follow it with `GET /whatif/{{id}}`: `done` of `total` points, then the
+report, or `error` when it failed)."""
+
+
+def _summary(j: WhatIfJob) -> dict[str, Any]:
+    return {
+        "id": j.id,
+        "status": j.status,
+        "done": j.done,
+        "total": j.total,
+        "created_at": j.created_at,
+        "finished_at": j.finished_at,
+        "error": j.error or None,
+        "options": j.options,
+    }
+
+
+def _resolver(request: Request, confidence: float) -> StoreResolver:
+    sv = services_of(request)
+    return StoreResolver(sv.sessions, sv.forecasts, sv.index, sv.settings, confidence)
+
+
+@router.post(
+    "/whatif",
+    status_code=status.HTTP_202_ACCEPTED,
+    description=POST_DESCRIPTION,
+    responses={200: {"description": "a small spec, answered at once"}},
+)
+async def post_whatif(
+    body: WhatIfRequest,
+    request: Request,
+    response: Response,
+    _role: Annotated[str, Depends(require(*OPERATE))],
+) -> dict[str, Any]:
+    if body.strategy not in scheduler.STRATEGIES:
+        raise problem(
+            422,
+            f"unknown strategy {body.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}",
+            "strategy",
+        )
+    options = Options(strategy=body.strategy, confidence=body.confidence, k=body.k)
+    resolver = _resolver(request, body.confidence)
+
+    def prepare() -> Any:
+        whatif = check(body.spec)
+        return whatif, read_references(whatif, resolver)
+
+    try:
+        whatif, resources = await planning_thread(request, prepare)
+    except SpecError as exc:
+        raise HTTPException(422, [p.to_dict() for p in exc.problems]) from exc
+    if is_small(whatif):
+        try:
+            report = await planning_thread(
+                request, lambda: run_points(whatif, resources, options).to_dict()
+            )
+        except WhatIfError as exc:
+            raise problem(422, str(exc), "spec") from exc
+        response.status_code = status.HTTP_200_OK
+        return {"id": None, "status": "done", "done": 1, "total": 1, "report": report}
+    sv = services_of(request)
+    hide = [Path(d).resolve() for d in sv.settings.trace_dirs]
+    job_id = await planning_thread(
+        request, lambda: sv.whatifs.submit(body.spec, whatif, resources, options, hide)
+    )
+    total = len(whatif.points)
+    return {
+        "id": job_id,
+        "status": "queued",
+        "done": 0,
+        "total": total,
+        "url": f"/api/v1/whatif/{job_id}",
+    }
+
+
+@router.get("/whatif", description="What-if jobs, newest first.")
+def list_whatifs(
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    limit: Annotated[int, Query(ge=1, le=500)] = 50,
+) -> list[dict[str, Any]]:
+    jobs = session.execute(select(WhatIfJob).order_by(WhatIfJob.id.desc()).limit(limit)).scalars()
+    return [_summary(j) for j in jobs]
+
+
+@router.get(
+    "/whatif/current",
+    response_class=Response,
+    responses={200: {"content": {"application/toml": {}}, "description": "a spec (TOML)"}},
+    description="'The hosts I have now' as a what-if spec (TOML) to edit and POST: one "
+    "nodeset per registered host with cpu measurements and a speed (`host = name`, `load = "
+    '{kind = "forecasts"}`), linksets between consecutive hosts from their measured links '
+    "(else the defaults), the model on an n x n grid.",
+)
+async def current_whatif(
+    request: Request,
+    session: SessionDep,
+    cache: ForecastCacheDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    n: Annotated[int, Query(ge=2, le=1_000_000)] = 1000,
+    iterations: Annotated[int, Query(ge=1, le=1_000_000)] = 100,
+    model: Literal["sor", "jacobi2d"] = "sor",
+) -> Response:
+    resolver = _resolver(request, 0.95)
+    try:
+        text = await planning_thread(
+            request,
+            lambda: current_spec(session, cache, resolver, n=n, iterations=iterations, model=model),
+        )
+    except ResolveError as exc:
+        raise problem(409, str(exc)) from exc
+    return Response(text, media_type="application/toml")
+
+
+@router.get("/whatif/{job_id}", responses=NOT_FOUND)
+def get_whatif(
+    job_id: IdPath, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
+) -> dict[str, Any]:
+    job = session.get(WhatIfJob, job_id)
+    if job is None:
+        raise problem(404, f"no what-if job {job_id}", "path.job_id")
+    return {**_summary(job), "spec": job.spec, "report": job.report}
