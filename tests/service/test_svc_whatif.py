@@ -156,6 +156,15 @@ def test_unknown_hosts_and_files_are_spec_problems(env: Env) -> None:
     assert jobs(env) == []
 
 
+def test_a_simgrid_platform_in_a_posted_spec_is_refused_with_a_way_out(env: Env) -> None:
+    r = post(env, SWEEP + '\n[machine]\nsimgrid = "platform.xml"\n')
+    assert r.status_code == 422, r.text
+    reasons = {p["field"]: p["reason"] for p in r.json()["detail"]}
+    assert "reads no SimGrid platform files" in reasons["machine.simgrid"], reasons
+    assert len(reasons) == 1, reasons
+    assert jobs(env) == []
+
+
 def test_a_small_spec_on_registered_hosts_is_answered_at_once(fed: Env) -> None:
     r = post(fed, SPEC)
     assert r.status_code == 200, r.text
