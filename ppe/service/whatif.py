@@ -43,12 +43,10 @@ from ppe.whatif import (
     LoadTrace,
     Options,
     RegisteredHost,
-    Report,
     ResolveError,
     Resources,
     WhatIf,
-    evaluate_point,
-    model_text,
+    evaluate_resolved,
     parse_spec,
     resolve,
 )
@@ -64,7 +62,6 @@ __all__ = [
     "current_spec",
     "fail_interrupted",
     "is_small",
-    "run_points",
 ]
 
 
@@ -186,29 +183,6 @@ def is_small(whatif: WhatIf) -> bool:
     return len(whatif.points) == 1 and nodes(whatif) <= SMALL_NODES
 
 
-def run_points(
-    whatif: WhatIf,
-    resources: Resources,
-    options: Options,
-    progress: Callable[[int, int], None] | None = None,
-) -> Report:
-    """:func:`ppe.whatif.evaluate` on resources already read, reporting each point done."""
-    total = len(whatif.points)
-    results = []
-    for i, point in enumerate(whatif.points):
-        results.append(evaluate_point(point, resources, options))
-        if progress is not None:
-            progress(i + 1, total)
-    return Report(
-        whatif.source,
-        whatif.points[0].spec.title,
-        options,
-        tuple(a.label for a in whatif.axes),
-        tuple(results),
-        model_text(whatif.points[0], resources),
-    )
-
-
 def fail_interrupted(sessions: sessionmaker[Session]) -> None:
     """Once per server start: jobs a dead server left queued or running will never finish."""
     with session_scope(sessions) as s:
@@ -273,7 +247,7 @@ class WhatIfRunner:
                 self._set(job_id, done=done, total=total)
 
         try:
-            report = run_points(whatif, resources, options, progress).to_dict()
+            report = evaluate_resolved(whatif, resources, options, progress).to_dict()
             # through JSON once: numpy scalars and tuples become what the store keeps
             report = json.loads(json.dumps(report, default=float))
         except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller

@@ -6,7 +6,14 @@ Pure: a spec is text (:func:`parse_spec`); the files and hosts it names are read
 caller's :class:`Resolver`; :func:`evaluate` answers every point of the spec's sweep.
 """
 
-from ppe.whatif.analytic import Options, WhatIfError, evaluate, evaluate_point, model_text
+from ppe.whatif.analytic import (
+    Options,
+    WhatIfError,
+    evaluate,
+    evaluate_point,
+    evaluate_resolved,
+    model_text,
+)
 from ppe.whatif.report import NodesetResult, PointResult, Report, format_table
 from ppe.whatif.resolve import (
     LoadTrace,
@@ -36,6 +43,7 @@ __all__ = [
     "WhatIfError",
     "evaluate",
     "evaluate_point",
+    "evaluate_resolved",
     "format_table",
     "model_text",
     "parse_spec",

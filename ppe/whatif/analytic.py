@@ -421,18 +421,35 @@ def evaluate(whatif: WhatIf, resolver: Resolver, options: Options | None = None)
     """Every point of a checked spec: references read first (:func:`resolve`), then each point
     planned and predicted."""
     opts = options or Options()
-    if opts.strategy not in scheduler.STRATEGIES:
+    check_strategy(opts)
+    return evaluate_resolved(whatif, resolve(whatif, resolver), opts)
+
+
+def check_strategy(options: Options) -> None:
+    if options.strategy not in scheduler.STRATEGIES:
         raise WhatIfError(
-            f"unknown strategy {opts.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}"
+            f"unknown strategy {options.strategy!r}; choose from {', '.join(scheduler.STRATEGIES)}"
         )
-    resources = resolve(whatif, resolver)
-    points = tuple(evaluate_point(p, resources, opts) for p in whatif.points)
-    title = whatif.points[0].spec.title
+
+
+def evaluate_resolved(
+    whatif: WhatIf,
+    resources: Resources,
+    options: Options,
+    progress: Callable[[int, int], None] | None = None,
+) -> Report:
+    """Every point of a spec whose references are read, calling ``progress(done, total)``
+    after each (the service's jobs report it)."""
+    total, points = len(whatif.points), []
+    for i, point in enumerate(whatif.points):
+        points.append(evaluate_point(point, resources, options))
+        if progress is not None:
+            progress(i + 1, total)
     return Report(
         whatif.source,
-        title,
-        opts,
+        whatif.points[0].spec.title,
+        options,
         tuple(a.label for a in whatif.axes),
-        points,
+        tuple(points),
         model_text(whatif.points[0], resources),
     )

@@ -12,11 +12,11 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import select
 
-from ppe.service import whatif as service_whatif
 from ppe.service.app import create_app
 from ppe.service.config import Settings
 from ppe.service.store.db import make_engine, make_sessionmaker, session_scope
 from ppe.service.store.models import WhatIfJob
+from ppe.whatif import analytic as whatif_analytic
 from tests.service.conftest import Env
 from tests.service.test_svc_planning import feed
 
@@ -216,14 +216,14 @@ def test_a_sweep_runs_as_a_job_to_done_with_progress_and_a_report(env: Env) -> N
 
 
 def test_a_failing_job_reports_why(env: Env, monkeypatch: pytest.MonkeyPatch) -> None:
-    real = service_whatif.evaluate_point
+    real = whatif_analytic.evaluate_point
 
     def second_fails(point: Any, resources: Any, options: Any) -> Any:
         if dict(point.values)["nodeset.node.number"] == 64:
             raise ValueError("the scheduler found no allocation")
         return real(point, resources, options)
 
-    monkeypatch.setattr(service_whatif, "evaluate_point", second_fails)
+    monkeypatch.setattr(whatif_analytic, "evaluate_point", second_fails)
     r = post(env, SWEEP)
     assert r.status_code == 202
     job = wait_done(env, r.json()["url"])

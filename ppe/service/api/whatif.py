@@ -23,9 +23,8 @@ from ppe.service.whatif import (
     current_spec,
     is_small,
     read_references,
-    run_points,
 )
-from ppe.whatif import Options, ResolveError, SpecError, WhatIfError
+from ppe.whatif import Options, ResolveError, SpecError, WhatIfError, evaluate_resolved
 
 router = APIRouter(tags=["whatif"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
@@ -137,7 +136,7 @@ async def post_whatif(
     if is_small(whatif):
         try:
             report = await planning_thread(
-                request, lambda: run_points(whatif, resources, options).to_dict()
+                request, lambda: evaluate_resolved(whatif, resources, options).to_dict()
             )
         except WhatIfError as exc:
             raise problem(422, str(exc), "spec") from exc
