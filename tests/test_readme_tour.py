@@ -239,6 +239,11 @@ def test_readme_tour_runs_as_written(
     assert sources == {"h1": "registered", "h2": "profile"}, schedules["jacobi2d"]
     # an application known only from its runs: the fit it was planned with is named
     assert any("stencil/row" in w for w in schedules["stencil"]["warnings"])
+    # what-if on the hosts the tour fed: h1 and 32 more like it, and h2
+    whatifs = [a for a in answers if a.get("status") == "done" and "report" in a]
+    assert len(whatifs) == 1, run.stdout
+    (point,) = whatifs[0]["report"]["points"]
+    assert point["hosts"] == 34 and point["makespan"]["mean"] > 0
     predictions = [a for a in answers if "hosts" in a and "makespan" in a]
     assert len(predictions) == 1 and predictions[0]["makespan"]["mean"] > 0
     assert (clone / "report.json").is_file() and (clone / "report.html").is_file()
