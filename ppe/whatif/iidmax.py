@@ -138,7 +138,10 @@ class IidMax(StochasticValue):
         for _ in range(REFINE_ROUNDS):
             grid = np.linspace(lo, hi, REFINE_POINTS + 1)[1:-1]
             k = int(np.searchsorted(self.cdf(grid), q, side="left"))  # F is non-decreasing
-            lo, hi = (float(grid[k - 1]) if k > 0 else lo), (float(grid[k]) if k < grid.size else hi)
+            lo, hi = (
+                (float(grid[k - 1]) if k > 0 else lo),
+                (float(grid[k]) if k < grid.size else hi),
+            )
         return hi
 
     def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:

@@ -36,17 +36,18 @@ from __future__ import annotations
 import os
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, field, replace
+from typing import Any, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
+from ppe.core import get_model
 from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simulate
 from ppe.whatif.analytic import WhatIfError, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options
-from ppe.whatif.report import PointResult, _value
+from ppe.whatif.report import _value
 from ppe.whatif.resolve import Resolver, Resources, resolve
 from ppe.whatif.spec import SpecPoint, WhatIf
 
@@ -115,7 +116,7 @@ class SimPoint:
     lower: FloatArray  # and its central interval
     upper: FloatArray
     nodesets: tuple[SimNodeset, ...]
-    analytic: PointResult  # the plan at the first start
+    analytic: dict[str, Any]  # the plan at the first start (PointResult.to_dict)
     notes: tuple[str, ...] = ()
 
     @property
@@ -148,7 +149,7 @@ class SimPoint:
             "predicted_interval_s": [[a, b] for a, b in zip(self.lower, self.upper, strict=True)],
             "coverage": self.coverage,
             "nodesets": [n.to_dict() for n in self.nodesets],
-            "analytic": self.analytic.to_dict(),
+            "analytic": self.analytic,
             "notes": list(self.notes),
         }
 
@@ -244,7 +245,12 @@ def _harmonic(a: Link | None, b: Link | None) -> float:
 
 def _layout(m: Machine, traces: Sequence[str]) -> _Layout:
     index = {ref: i for i, ref in enumerate(traces)}
-    seg, bench, series, draws, bw, lat = [], [], [], [], [], []
+    seg: list[int] = []
+    series: list[int] = []
+    bench: list[float] = []
+    bw: list[float] = []
+    lat: list[float] = []
+    draws: list[tuple[object, ...]] = []
     for k, member, slot in m.chain():
         ns = m.segments[k].nodeset
         key = load_key(ns, member)
@@ -277,7 +283,7 @@ def _drawn(layout: _Layout, rng: np.random.Generator) -> FloatArray:
     out = np.ones(len(layout.draws))
     for i, key in enumerate(layout.draws):
         if key[0] == "normal":
-            out[i] = rng.normal(float(key[1]), float(key[2]))  # type: ignore[arg-type]
+            out[i] = rng.normal(cast(float, key[1]), cast(float, key[2]))
         elif key[0] == "mixture":
             comps = np.array(key[1], dtype=np.float64)
             j = rng.choice(len(comps), p=comps[:, 0] / comps[:, 0].sum())
@@ -293,7 +299,7 @@ class _Chunk:
     """What a worker needs for some starts of one point (picklable)."""
 
     point: SpecPoint
-    resources: Resources
+    resources: Resources  # without its model (rebuilt in the worker)
     options: Options
     starts: tuple[float, ...]
     seeds: tuple[int, ...]
@@ -308,7 +314,7 @@ class _ChunkResult:
     compute: FloatArray  # (starts, nodesets) mean seconds per node
     communication: FloatArray
     waiting: FloatArray
-    first: PointResult
+    first: dict[str, Any]  # as a dict: stochastic values do not cross processes
     notes: tuple[str, ...]
 
 
@@ -325,8 +331,11 @@ def _bank(resources: Resources, traces: Sequence[str]) -> RateBank:
 
 def _run_chunk(chunk: _Chunk) -> _ChunkResult:
     """Plan each start from the data before it, then simulate them all at once."""
-    point, resources, opts = chunk.point, chunk.resources, chunk.options
+    point, opts = chunk.point, chunk.options
     spec = point.spec
+    # The compiled model is rebuilt here, not unpickled: a copy loses what the engines key on
+    # by identity (a 1000-iteration SOR then asks Monte Carlo for 1000 x hosts columns).
+    resources = replace(chunk.resources, model=get_model(spec.execution.model or ""))
     m = build_machine(spec, resources)
     traces = sorted(resources.traces)
     layout = _layout(m, traces)
@@ -346,7 +355,9 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
     net_idx = np.zeros(len(layout.bandwidth), dtype=np.int64)
     if bws.size > 1:
         net_bank = RateBank([(np.array([0.0]), np.array([b])) for b in bws])
-        net_idx = np.searchsorted(bws, np.where(np.isfinite(layout.bandwidth), layout.bandwidth, bws[0]))
+        net_idx = np.searchsorted(
+            bws, np.where(np.isfinite(layout.bandwidth), layout.bandwidth, bws[0])
+        )
     elif bws.size == 1:
         config = SimConfig(
             app, config.n, config.iterations, float(bws[0]), config.latency, config.elt_size
@@ -377,24 +388,21 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
         wait = sim.makespan[r] - busy - comm
         for j, arr in enumerate((busy, comm, wait)):
             per[j, r] = np.bincount(layout.segment, weights=arr, minlength=nseg) / counts
-    lo = np.array([p.makespan.interval(p.confidence)[0] for p in plans])
-    hi = np.array([p.makespan.interval(p.confidence)[1] for p in plans])
+    bounds = np.array([p.makespan.interval(p.confidence) for p in plans]).reshape(-1, 2)
     return _ChunkResult(
         sim.makespan.copy(),
         np.array([p.makespan.mean() for p in plans]),
-        lo,
-        hi,
+        bounds[:, 0],
+        bounds[:, 1],
         per[0],
         per[1],
         per[2],
-        plans[0],
-        layout.notes,
+        plans[0].to_dict(),
+        (*plans[0].notes, *layout.notes),
     )
 
 
-def _comm_seconds(
-    runs: int, P: int, config: SimConfig, layout: _Layout, phases: int
-) -> FloatArray:
+def _comm_seconds(runs: int, P: int, config: SimConfig, layout: _Layout, phases: int) -> FloatArray:
     """Each node's halo time over the run: messages per phase x phases x iterations (links
     are constant, so it is the same at every start)."""
     nmsg = np.full(P, 2.0)
@@ -428,18 +436,24 @@ def simulate_point(
     check_simulable(point)
     starts = start_times(resources, so)
     seeds = np.random.default_rng([so.seed, 1]).integers(0, 2**63 - 1, so.starts)
+    bare = replace(resources, model=None)
     chunks = [
-        _Chunk(point, resources, opts, tuple(starts[r].tolist()), tuple(int(s) for s in seeds[r]))
+        _Chunk(point, bare, opts, tuple(starts[r].tolist()), tuple(int(s) for s in seeds[r]))
         for r in _chunks(so.starts, workers)
     ]
     try:
-        results = list(pool.map(_run_chunk, chunks)) if pool is not None else [
-            _run_chunk(c) for c in chunks
-        ]
+        results = (
+            list(pool.map(_run_chunk, chunks))
+            if pool is not None
+            else [_run_chunk(c) for c in chunks]
+        )
     except ValueError as exc:
         where = ", ".join(f"{k} = {v}" for k, v in point.values)
         raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
-    cat = lambda name: np.concatenate([getattr(r, name) for r in results])  # noqa: E731
+
+    def cat(name: str) -> FloatArray:
+        return np.concatenate([getattr(r, name) for r in results])
+
     comp, comm, wait = cat("compute"), cat("communication"), cat("waiting")
     m = build_machine(point.spec, resources)
     nodesets = tuple(
@@ -453,7 +467,7 @@ def simulate_point(
         for k, seg in enumerate(m.segments)
     )
     first = results[0]
-    notes = tuple(dict.fromkeys((*first.first.notes, *first.notes)))
+    notes = tuple(dict.fromkeys(first.notes))
     return SimPoint(
         point.values,
         opts.confidence,
