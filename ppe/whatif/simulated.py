@@ -34,6 +34,7 @@ are gathered by position: the answer does not depend on the number of workers.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
@@ -118,6 +119,7 @@ class SimPoint:
     nodesets: tuple[SimNodeset, ...]
     analytic: dict[str, Any]  # the plan at the first start (PointResult.to_dict)
     notes: tuple[str, ...] = ()
+    timing: tuple[float, float] = (0.0, 0.0)  # seconds planning, simulating (all workers)
 
     @property
     def coverage(self) -> float:
@@ -151,6 +153,7 @@ class SimPoint:
             "nodesets": [n.to_dict() for n in self.nodesets],
             "analytic": self.analytic,
             "notes": list(self.notes),
+            "timing_s": {"plan": self.timing[0], "simulate": self.timing[1]},
         }
 
 
@@ -316,6 +319,8 @@ class _ChunkResult:
     waiting: FloatArray
     first: dict[str, Any]  # as a dict: stochastic values do not cross processes
     notes: tuple[str, ...]
+    plan_s: float  # seconds spent planning and simulating (for the benchmark)
+    simulate_s: float
 
 
 def _bank(resources: Resources, traces: Sequence[str]) -> RateBank:
@@ -364,6 +369,7 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
         )
     hosts = np.where(layout.series >= 0, layout.series, ones)
     runs, plans = [], []
+    t0 = time.perf_counter()
     for start, seed in zip(chunk.starts, chunk.seeds, strict=True):
         result, rows = plan_point(point, resources, opts, now=start if resources.traces else None)
         plans.append(result)
@@ -377,7 +383,9 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
                 net=net_idx.tolist() if net_bank is not None else None,
             )
         )
+    t1 = time.perf_counter()
     sim = simulate(bank, runs, config, net_bank)
+    t2 = time.perf_counter()
     nseg = len(m.segments)
     P = len(layout.segment)
     comm = _comm_seconds(sim.makespan.size, P, config, layout, len(APP_PHASES[app]))
@@ -399,6 +407,8 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
         per[2],
         plans[0].to_dict(),
         (*plans[0].notes, *layout.notes),
+        t1 - t0,
+        t2 - t1,
     )
 
 
@@ -479,6 +489,7 @@ def simulate_point(
         nodesets,
         first.first,
         notes,
+        (sum(r.plan_s for r in results), sum(r.simulate_s for r in results)),
     )
 
 
