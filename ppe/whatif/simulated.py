@@ -50,7 +50,7 @@ from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options
 from ppe.whatif.report import _value
 from ppe.whatif.resolve import Resolver, Resources, resolve
-from ppe.whatif.spec import SpecPoint, WhatIf
+from ppe.whatif.spec import Spec, SpecPoint, WhatIf
 
 __all__ = [
     "SimOptions",
@@ -346,28 +346,8 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
     layout = _layout(m, traces)
     bank = _bank(resources, traces)
     ones = len(traces)
-    ds = spec.dataset(spec.primary.dataset)
-    app = (spec.execution.model or "").lower()
-    config = SimConfig(
-        app,
-        ds.units_per_row,
-        int(spec.execution.iterations or 0),
-        latency=layout.latency,
-        elt_size=ds.bytesperunit,
-    )
-    bws = np.unique(layout.bandwidth[np.isfinite(layout.bandwidth)])
-    net_bank = None
-    net_idx = np.zeros(len(layout.bandwidth), dtype=np.int64)
-    if bws.size > 1:
-        net_bank = RateBank([(np.array([0.0]), np.array([b])) for b in bws])
-        net_idx = np.searchsorted(
-            bws, np.where(np.isfinite(layout.bandwidth), layout.bandwidth, bws[0])
-        )
-    elif bws.size == 1:
-        config = SimConfig(
-            app, config.n, config.iterations, float(bws[0]), config.latency, config.elt_size
-        )
-    hosts = np.where(layout.series >= 0, layout.series, ones)
+    config, net_bank, net_idx = _network(spec, layout)
+    hosts = np.where(layout.series >= 0, layout.series, ones).tolist()
     runs, plans = [], []
     t0 = time.perf_counter()
     for start, seed in zip(chunk.starts, chunk.seeds, strict=True):
@@ -376,26 +356,17 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
         avail = _drawn(layout, np.random.default_rng(seed))
         runs.append(
             RunSpec(
-                hosts.tolist(),
+                hosts,
                 list(rows),
                 (layout.benchmark / avail).tolist(),
                 start,
-                net=net_idx.tolist() if net_bank is not None else None,
+                net=net_idx,
             )
         )
     t1 = time.perf_counter()
     sim = simulate(bank, runs, config, net_bank)
     t2 = time.perf_counter()
-    nseg = len(m.segments)
-    P = len(layout.segment)
-    comm = _comm_seconds(sim.makespan.size, P, config, layout, len(APP_PHASES[app]))
-    per = np.zeros((3, len(runs), nseg))
-    counts = np.bincount(layout.segment, minlength=nseg)
-    for r in range(len(runs)):
-        busy = sim.busy[r, :P]
-        wait = sim.makespan[r] - busy - comm
-        for j, arr in enumerate((busy, comm, wait)):
-            per[j, r] = np.bincount(layout.segment, weights=arr, minlength=nseg) / counts
+    per = _breakdown(sim.makespan, sim.busy, _comm_seconds(config, layout), layout, len(m.segments))
     bounds = np.array([p.makespan.interval(p.confidence) for p in plans]).reshape(-1, 2)
     return _ChunkResult(
         sim.makespan.copy(),
@@ -412,9 +383,46 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
     )
 
 
-def _comm_seconds(runs: int, P: int, config: SimConfig, layout: _Layout, phases: int) -> FloatArray:
+def _breakdown(
+    makespan: FloatArray, busy: FloatArray, comm: FloatArray, layout: _Layout, nseg: int
+) -> FloatArray:
+    """(compute, communication, waiting) x runs x nodesets: means over each nodeset's nodes;
+    waiting is what is left of the makespan."""
+    P = len(layout.segment)
+    per = np.zeros((3, makespan.size, nseg))
+    counts = np.bincount(layout.segment, minlength=nseg)
+    for r in range(makespan.size):
+        node_busy = busy[r, :P]
+        wait = makespan[r] - node_busy - comm
+        for j, arr in enumerate((node_busy, comm, wait)):
+            per[j, r] = np.bincount(layout.segment, weights=arr, minlength=nseg) / counts
+    return per
+
+
+def _network(spec: Spec, layout: _Layout) -> tuple[SimConfig, RateBank | None, list[int] | None]:
+    """The simulator's constants, and a bank of constant bandwidths (one series per distinct
+    value) with each node's index in it when the links differ."""
+    ds = spec.dataset(spec.primary.dataset)
+    app = (spec.execution.model or "").lower()
+    iterations = int(spec.execution.iterations or 0)
+    finite = np.isfinite(layout.bandwidth)
+    bws = np.unique(layout.bandwidth[finite])
+    if bws.size <= 1:
+        bw = float(bws[0]) if bws.size else SimConfig(app, 1, 0).bandwidth
+        config = SimConfig(app, ds.units_per_row, iterations, bw, layout.latency, ds.bytesperunit)
+        return config, None, None
+    config = SimConfig(
+        app, ds.units_per_row, iterations, latency=layout.latency, elt_size=ds.bytesperunit
+    )
+    bank = RateBank([(np.array([0.0]), np.array([b])) for b in bws])
+    idx = np.searchsorted(bws, np.where(finite, layout.bandwidth, bws[0]))
+    return config, bank, idx.tolist()
+
+
+def _comm_seconds(config: SimConfig, layout: _Layout) -> FloatArray:
     """Each node's halo time over the run: messages per phase x phases x iterations (links
     are constant, so it is the same at every start)."""
+    P = len(layout.segment)
     nmsg = np.full(P, 2.0)
     if P == 1:
         nmsg[:] = 0.0
@@ -424,7 +432,7 @@ def _comm_seconds(runs: int, P: int, config: SimConfig, layout: _Layout, phases:
     if not np.isfinite(bw).all() or layout.bandwidth.size == 0:
         bw = np.full(P, config.bandwidth)
     per_msg = config.latency + config.message_bytes() / bw
-    return nmsg * per_msg * phases * config.iterations
+    return nmsg * per_msg * len(APP_PHASES[config.app]) * config.iterations
 
 
 def _chunks(n: int, parts: int) -> list[range]:
