@@ -3,12 +3,18 @@
 
     ppe whatif examples/whatif/homogeneous.toml
     ppe whatif examples/whatif/heterogeneous.toml --strategy conservative --out report.json
+    ppe whatif examples/whatif/traces.toml --simulate --starts 20 --workers 2
 
 Prints one row per sweep point: the swept values, the predicted makespan's mean and interval,
 and each nodeset's rows per node and compute / communication / waiting seconds. Files the spec
 names (profiles, traces, grammar files, signatures) are read here, relative to the spec's
 folder; the computation is ppe.whatif's. A spec with mistakes is refused before anything runs,
 every problem with its line: exit status 2.
+
+``--simulate`` answers through the trace-driven simulator instead: each point planned at
+``--starts`` start times in the traces' span (from the data before each start) and run over
+the recorded load, a distribution of makespans (ppe/whatif/simulated.py); ``--traces DIR``
+reads the spec's trace files from DIR instead of the spec's folder.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from ppe.whatif import (
     LoadTrace,
     Options,
     RegisteredHost,
+    Report,
     ResolveError,
     SpecError,
     WhatIfError,
@@ -33,13 +40,15 @@ from ppe.whatif import (
     format_table,
     parse_spec,
 )
+from ppe.whatif.simulated import SimOptions, SimReport, format_sim_table, simulate_whatif
 
 
 class FileResolver:
     """References as files relative to the spec's folder; registered hosts are the service's."""
 
-    def __init__(self, base: Path) -> None:
+    def __init__(self, base: Path, traces: Path | None = None) -> None:
         self.base = base
+        self.traces = traces or base
 
     def _path(self, ref: str) -> Path:
         return self.base / ref
@@ -48,7 +57,7 @@ class FileResolver:
         return profile_from_json(self._path(ref).read_text())
 
     def trace(self, ref: str) -> LoadTrace:
-        t = read_trace(self._path(ref)).alive()
+        t = read_trace(self.traces / ref).alive()
         return LoadTrace(t.name, t.timestamps, t.availability)
 
     def text(self, ref: str) -> str:
@@ -82,6 +91,24 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=float, default=2.0, help="k of the conservative strategy")
     p.add_argument("--confidence", type=float, default=0.95, help="interval confidence")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of a table")
+    sim = p.add_argument_group("simulated evaluation (trace-driven, docs/whatif.md)")
+    sim.add_argument(
+        "--simulate", action="store_true", help="run each point over the recorded load"
+    )
+    sim.add_argument(
+        "--traces", type=Path, default=None, help="folder of the trace files (default: the spec's)"
+    )
+    sim.add_argument("--starts", type=int, default=20, help="start times per point (default 20)")
+    sim.add_argument(
+        "--workers", type=int, default=1, help="processes for the start times (0: every core)"
+    )
+    sim.add_argument("--seed", type=int, default=0, help="seed of the start times and draws")
+    sim.add_argument(
+        "--warmup",
+        type=float,
+        default=SimOptions().warmup_s,
+        help="seconds of history before the first possible start (default one day)",
+    )
     return p
 
 
@@ -96,11 +123,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ppe whatif: cannot read {args.spec}: {exc}", file=sys.stderr)
         return 2
     options = Options(strategy=args.strategy, confidence=args.confidence, k=args.k)
+    if args.simulate and (args.starts < 1 or args.warmup < 0):
+        print("ppe whatif: --starts must be at least 1 and --warmup not negative", file=sys.stderr)
+        return 2
+    resolver = FileResolver(args.spec.parent, args.traces)
+    report: Report | SimReport
     try:
-        resolver = FileResolver(args.spec.parent)
         simgrid = str(args.simgrid.resolve()) if args.simgrid is not None else None
         whatif = parse_spec(text, str(args.spec), resolver.text, simgrid)
-        report = evaluate(whatif, resolver, options)
+        if args.simulate:
+            sim = SimOptions(args.starts, args.seed, args.warmup, args.workers)
+            report = simulate_whatif(whatif, resolver, options, sim)
+        else:
+            report = evaluate(whatif, resolver, options)
     except SpecError as exc:
         print(f"ppe whatif: {len(exc.problems)} problem(s) in the spec:\n{exc}", file=sys.stderr)
         return 2
@@ -112,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         document["platform_notes"] = list(whatif.notes)
     if args.out is not None:
         args.out.write_text(json.dumps(document, indent=2))
-    print(json.dumps(document, indent=2) if args.json else format_table(report))
+    table = format_sim_table(report) if isinstance(report, SimReport) else format_table(report)
+    print(json.dumps(document, indent=2) if args.json else table)
     if not args.json:
         for note in whatif.notes:
             print(f"note: {note}")

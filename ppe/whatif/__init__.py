@@ -3,7 +3,8 @@ on them, with PetaSIM's objects (nodesets, linksets, datasets, distributions, ex
 scripts) on top of PPE's own models, scheduler and stochastic engines (docs/whatif.md).
 
 Pure: a spec is text (:func:`parse_spec`); the files and hosts it names are read by the
-caller's :class:`Resolver`; :func:`evaluate` answers every point of the spec's sweep.
+caller's :class:`Resolver`; :func:`evaluate` answers every point of the spec's sweep, and
+:func:`simulate_whatif` runs it over recorded load at many start times.
 """
 
 from ppe.whatif.analytic import (
@@ -23,6 +24,7 @@ from ppe.whatif.resolve import (
     Resources,
     resolve,
 )
+from ppe.whatif.simulated import SimOptions, SimPoint, SimReport, simulate_whatif
 from ppe.whatif.spec import Problem, Spec, SpecError, SpecPoint, WhatIf, parse_spec
 
 __all__ = [
@@ -36,6 +38,9 @@ __all__ = [
     "ResolveError",
     "Resolver",
     "Resources",
+    "SimOptions",
+    "SimPoint",
+    "SimReport",
     "Spec",
     "SpecError",
     "SpecPoint",
@@ -48,4 +53,5 @@ __all__ = [
     "model_text",
     "parse_spec",
     "resolve",
+    "simulate_whatif",
 ]

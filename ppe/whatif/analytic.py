@@ -56,6 +56,7 @@ __all__ = [
     "evaluate",
     "evaluate_point",
     "model_text",
+    "plan_point",
 ]
 
 
@@ -195,6 +196,7 @@ class _Round:
     engine: str
     classes: tuple[_Class, ...]
     floored: tuple[str, ...] = ()
+    rows: tuple[int, ...] = ()  # every node's rows, in chain order
 
 
 def _collapsed_round(
@@ -261,7 +263,13 @@ def _collapsed_round(
         _Class(s, r, c, t, q) for (s, r, c), t, q in zip(split, pred.per_host, comm, strict=True)
     )
     floored = tuple(n for n, f in sub.forecasts.items() if f.floored)
-    return _Round(makespan, pred.engine, classes, floored)
+    of = {
+        (slot.segment, member): rows[f"s{i}.{j}"]
+        for i, slot in enumerate(m.slots)
+        for j, member in enumerate(slot.members)
+    }
+    chain_rows = tuple(of[(k, member)] for k, member, _ in m.chain())
+    return _Round(makespan, pred.engine, classes, floored, chain_rows)
 
 
 def _collapsed(
@@ -332,7 +340,8 @@ def _full(m: Machine, app: _App, loads: Loads, opts: Options) -> tuple[_Round, p
     )
     engine = result.prediction.engine if result.prediction is not None else "auto"
     floored = tuple(n for n, f in result.inputs.items() if f.floored)
-    return _Round(result.makespan, engine, classes, floored), result
+    chain_rows = tuple(result.rows[x.name] for x in base.metas)
+    return _Round(result.makespan, engine, classes, floored, chain_rows), result
 
 
 def _slot_of_nodes(m: Machine) -> list[tuple[int, int, int]]:
@@ -372,12 +381,24 @@ def evaluate_point(
     point: SpecPoint, resources: Resources, options: Options | None = None
 ) -> PointResult:
     """The analytic prediction of one point (see the module docstring)."""
+    return plan_point(point, resources, options)[0]
+
+
+def plan_point(
+    point: SpecPoint,
+    resources: Resources,
+    options: Options | None = None,
+    now: float | None = None,
+) -> tuple[PointResult, tuple[int, ...]]:
+    """The analytic prediction of one point and the rows it placed on every node (chain
+    order). ``now``: traces are forecast from that time (their samples before it only; the
+    simulated path plans each start time so); default just after their last sample."""
     opts = options or Options()
     where = ", ".join(f"{k} = {v}" for k, v in point.values)
     try:
         m = build_machine(point.spec, resources)
         app = _app(point, resources)
-        loads = Loads(resources)
+        loads = Loads(resources, now)
         path = "collapsed"
         try:
             if not (opts.collapse and app.collapsible):
@@ -393,7 +414,7 @@ def evaluate_point(
     notes = list(m.notes)
     if r.floored:
         notes.append(f"{len(r.floored)} host class(es) planned at the CPU floor {core.CPU_FLOOR:g}")
-    return PointResult(
+    result = PointResult(
         point.values,
         r.makespan,
         opts.confidence,
@@ -406,6 +427,7 @@ def evaluate_point(
         rounds,
         tuple(notes),
     )
+    return result, r.rows
 
 
 def model_text(point: SpecPoint, resources: Resources) -> str | None:

@@ -120,17 +120,21 @@ class Machine:
 
 
 class Loads:
-    """Each load's CPU availability for a horizon, a fresh (independent) value per call."""
+    """Each load's CPU availability for a horizon, a fresh (independent) value per call.
 
-    def __init__(self, resources: Resources) -> None:
+    Traces are forecast at ``now`` from their samples strictly before it (default: just after
+    the last sample of any trace)."""
+
+    def __init__(self, resources: Resources, now: float | None = None) -> None:
         self.resources = resources
         self.history: HistoryForecasts | None = None
         if resources.traces:
+            if now is None:
+                now = max(float(t.timestamps.max()) for t in resources.traces.values()) + 1.0
             histories = {
-                ref: SeriesHistory(t.timestamps, t.availability)
+                ref: _before(t.timestamps, t.availability, now)
                 for ref, t in resources.traces.items()
             }
-            now = max(float(t.timestamps.max()) for t in resources.traces.values()) + 1.0
             self.history = HistoryForecasts(
                 histories, now, bandwidth=DEFAULT_LINK.bandwidth, latency=DEFAULT_LINK.latency
             )
@@ -159,6 +163,14 @@ class Loads:
         if host.cpu is None:
             raise ValueError(f"registered host {host.name!r} has no CPU forecasts")
         return _fresh(host.cpu(horizon))
+
+
+def _before(timestamps: np.ndarray, values: np.ndarray, now: float) -> SeriesHistory:
+    """A trace's samples strictly before ``now``: the planner never sees the future."""
+    keep = timestamps < now
+    if not keep.any():
+        raise ValueError(f"a load trace has no samples before {now:g} s to forecast from")
+    return SeriesHistory(timestamps[keep], values[keep])
 
 
 def _fresh(v: StochasticValue) -> StochasticValue:
