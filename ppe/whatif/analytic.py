@@ -251,7 +251,7 @@ def _collapsed_round(
     if deterministic:
         makespan = pred.makespan
     elif app.single_phase and all(v.kind in ("point", "normal", "numeric") for v in pred.per_host):
-        makespan = IidMax(pred.per_host, [c for _, _, c in split])
+        makespan = IidMax(*_independent(m, split, pred.per_host))
     else:
         raise _NotCollapsible("the makespan is not the max of independent host times")
     if app.script:
@@ -270,6 +270,30 @@ def _collapsed_round(
     }
     chain_rows = tuple(of[(k, member)] for k, member, _ in m.chain())
     return _Round(makespan, pred.engine, classes, floored, chain_rows)
+
+
+def _independent(
+    m: Machine, split: Sequence[tuple[int, int, int]], times: Sequence[StochasticValue]
+) -> tuple[list[StochasticValue], list[int]]:
+    """The host times the makespan is the max of, as independent classes with their counts.
+
+    Nodes that share one recorded trace (files assigned round-robin) see the same load: they
+    move together, as in the simulator. So all the strips under one trace count once, by the
+    slowest on average (under one load, the strip with the most rows or the slowest links is
+    the slowest whatever the draw, up to which link is slower). Counting them as independent
+    copies would put the max of thousands of draws in a trace's worst mode, several times the
+    makespan the traces give."""
+    values: list[StochasticValue] = []
+    counts: list[int] = []
+    shared: dict[object, StochasticValue] = {}
+    for (slot, _rows, count), t in zip(split, times, strict=True):
+        key = m.slots[slot].load
+        if key[0] != "trace":
+            values.append(t)
+            counts.append(count)
+        elif key not in shared or t.mean() > shared[key].mean():
+            shared[key] = t
+    return [*values, *shared.values()], [*counts, *([1] * len(shared))]
 
 
 def _collapsed(

@@ -87,6 +87,18 @@ def _future_changed(t: LoadTrace, after: float) -> LoadTrace:
     return LoadTrace(t.name, t.timestamps, avail)
 
 
+def test_nodes_on_one_trace_move_together_in_the_prediction_too() -> None:
+    """24 nodes over 3 busy traces: the 8 nodes on each file see the same load in the
+    simulator, and the analytic makespan counts them once, not as 8 independent draws (which
+    predicted 3.95 s against 2.50 s simulated, covering 2 of 6 starts; counted once: 2.77 s,
+    6 of 6)."""
+    w = parse(_traced(BUSY, number=24, n=2400, iterations=200))
+    res = resolve(w, FileResolver(TRACES))
+    sim = simulate_point(w.points[0], res, sim=SimOptions(starts=6, seed=5))
+    assert sim.predicted.mean() == pytest.approx(sim.makespans.mean(), rel=0.25)
+    assert sim.coverage >= 5 / 6
+
+
 def test_plans_never_look_past_their_start() -> None:
     """Rewriting the load after the (single) start leaves the plan unchanged (rows and
     prediction), while the simulated makespan, which runs over that load, changes."""
