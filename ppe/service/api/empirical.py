@@ -36,7 +36,7 @@ from ppe.service.empirical import (
     stored_model,
 )
 from ppe.service.errors import CONFLICT, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
-from ppe.service.schemas import MAX_PARAM, PARAM_PATTERN, ProblemReport
+from ppe.service.schemas import MAX_PARAM, PARAM_PATTERN, ModelName, ProblemReport
 from ppe.service.schemas_empirical import (
     CouplingAnswer,
     CouplingIn,
@@ -46,6 +46,7 @@ from ppe.service.schemas_empirical import (
     StoredEmpiricalOut,
     StoredEmpiricalSummary,
 )
+from ppe.service.schemas_runs import SystemName
 from ppe.service.store.models import StoredEmpiricalModel
 
 router = APIRouter(tags=["empirical models"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
@@ -285,10 +286,11 @@ def post_coupling(
 def list_couplings(
     session: SessionDep,
     _role: Annotated[str, Depends(require(*APP_USE))],
-    app: Annotated[str | None, Query(max_length=128)] = None,
-    system: Annotated[str | None, Query(max_length=1024)] = None,
+    app: Annotated[ModelName | None, Query()] = None,
+    system: Annotated[SystemName | None, Query()] = None,
 ) -> list[dict[str, Any]]:
-    """Couplings kept with ``save``, per application, metric, system and loop."""
+    """Couplings kept with ``save``, per application, metric, system and loop (the filters
+    are the stored names' types: text PostgreSQL refuses, such as NUL, is a 422 here)."""
     return [
         {
             "id": c.id,

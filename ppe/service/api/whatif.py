@@ -14,7 +14,7 @@ import scheduler
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.deps import ForecastCacheDep, SessionDep, planning_thread, services_of
 from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
-from ppe.service.schemas import IdPath
+from ppe.service.schemas import TEXT_PATTERN, IdPath, StrategyName
 from ppe.service.store.models import WhatIfJob
 from ppe.service.whatif import (
     SMALL_NODES,
@@ -69,8 +69,10 @@ class WhatIfRequest(BaseModel):
         extra="forbid", json_schema_extra={"examples": [{"spec": EXAMPLE_SPEC}]}
     )
 
-    spec: str = Field(max_length=MAX_SPEC_CHARS, description="a what-if spec (TOML text)")
-    strategy: str = Field("mean", description="the scheduler's strategy at every point")
+    spec: str = Field(
+        max_length=MAX_SPEC_CHARS, pattern=TEXT_PATTERN, description="a what-if spec (TOML text)"
+    )
+    strategy: StrategyName = Field("mean", description="the scheduler's strategy at every point")
     confidence: float = Field(0.95, gt=0, lt=1, description="interval confidence")
     k: float = Field(2.0, gt=0, le=10, description="k of the conservative strategy")
 
