@@ -4,6 +4,7 @@
     ppe whatif examples/whatif/homogeneous.toml
     ppe whatif examples/whatif/heterogeneous.toml --strategy conservative --out report.json
     ppe whatif examples/whatif/traces.toml --simulate --starts 20 --workers 2
+    ppe whatif examples/whatif/heterogeneous.toml --html whatif.html
 
 Prints one row per sweep point: the swept values, the predicted makespan's mean and interval,
 and each nodeset's rows per node and compute / communication / waiting seconds. Files the spec
@@ -14,7 +15,9 @@ every problem with its line: exit status 2.
 ``--simulate`` answers through the trace-driven simulator instead: each point planned at
 ``--starts`` start times in the traces' span (from the data before each start) and run over
 the recorded load, a distribution of makespans (ppe/whatif/simulated.py); ``--traces DIR``
-reads the spec's trace files from DIR instead of the spec's folder.
+reads the spec's trace files from DIR instead of the spec's folder. ``--html FILE`` writes the
+same table, the notes and plots of the makespan against the swept field as one page
+(ppe/whatif/html.py).
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ from ppe.whatif import (
     format_table,
     parse_spec,
 )
+from ppe.whatif.html import render_html
 from ppe.whatif.simulated import SimOptions, SimReport, format_sim_table, simulate_whatif
 
 
@@ -82,6 +86,13 @@ def build_parser() -> argparse.ArgumentParser:
         "(replaces the spec's [machine] simgrid)",
     )
     p.add_argument("--out", type=Path, default=None, help="write the report as JSON here")
+    p.add_argument(
+        "--html",
+        type=Path,
+        default=None,
+        metavar="REPORT.html",
+        help="write a self-contained HTML page (table, notes, plots) here",
+    )
     p.add_argument(
         "--strategy",
         default="mean",
@@ -147,6 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         document["platform_notes"] = list(whatif.notes)
     if args.out is not None:
         args.out.write_text(json.dumps(document, indent=2))
+    if args.html is not None:
+        args.html.write_text(render_html(report, whatif.notes), encoding="utf-8")
     table = format_sim_table(report) if isinstance(report, SimReport) else format_table(report)
     print(json.dumps(document, indent=2) if args.json else table)
     if not args.json:

@@ -247,6 +247,7 @@ def test_readme_tour_runs_as_written(
     predictions = [a for a in answers if "hosts" in a and "makespan" in a]
     assert len(predictions) == 1 and predictions[0]["makespan"]["mean"] > 0
     assert (clone / "report.json").is_file() and (clone / "report.html").is_file()
+    assert (clone / "whatif.html").is_file()  # ppe whatif --html
 
     # The replay job the tour started resolves `bitbrains-sample` and runs to the end.
     headers = {"Authorization": f"Bearer {server.admin}"}

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from ppe.htmlpage import figures_html, page
 from ppe.replay.cases import Case, CasePlan, HostData
 from ppe.replay.config import ReplayConfig
 from ppe.replay.oracle import OracleResult
@@ -339,18 +340,9 @@ def _html_table(report: Mapping[str, Any]) -> str:
 
 def render_html(report: Mapping[str, Any]) -> str:
     """A self-contained page: plotly.js inlined from the installed package (no CDN)."""
-    from plotly.offline import get_plotlyjs
-
-    figs = "".join(f.to_html(full_html=False, include_plotlyjs=False) for f in _figures(report))
     cfg = html.escape(json.dumps(report["config"], indent=1, default=str))
-    return (
-        "<!DOCTYPE html><html><head><meta charset='utf-8'><title>PPE replay report</title>"
-        "<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse}"
-        "td,th{border:1px solid #ccc;padding:2px 6px;text-align:right}</style>"
-        f"<script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-        "<h1>PPE replay report</h1>"
-        f"{_html_table(report)}{figs}<h2>Configuration</h2><pre>{cfg}</pre></body></html>"
-    )
+    body = f"{_html_table(report)}{figures_html(_figures(report))}"
+    return page("PPE replay report", f"{body}<h2>Configuration</h2><pre>{cfg}</pre>")
 
 
 def write_report(report: Mapping[str, Any], out: str | None, html_out: str | None) -> None:

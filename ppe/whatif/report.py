@@ -112,9 +112,8 @@ def _seconds(x: float) -> str:
     return f"{x:.4g}"
 
 
-def format_table(report: Report) -> str:
-    """One row per point: the swept values, the predicted mean and interval, and per nodeset
-    its rows per node and mean compute / communication / waiting seconds per node."""
+def table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
+    """The table's header and rows (shared by the text table and the HTML page)."""
     conf = f"{report.options.confidence:.0%}"
     head = [*report.axes, "mean s", f"{conf} interval s"]
     names = [n.nodeset for n in report.points[0].nodesets] if report.points else []
@@ -130,12 +129,28 @@ def format_table(report: Report) -> str:
             parts = "/".join(_seconds(x) for x in (n.compute, n.communication, n.waiting))
             cells += [span, parts]
         rows.append(cells)
+    return head, rows
+
+
+def report_notes(report: Report) -> list[str]:
+    """The points' notes, each once, in order."""
+    return list(dict.fromkeys(x for p in report.points for x in p.notes))
+
+
+def aligned(head: list[str], rows: list[list[str]]) -> list[str]:
+    """Header and rows as left-aligned text columns."""
     widths = [max(len(r[i]) for r in [head, *rows]) for i in range(len(head))]
-    lines = [
+    return [
         "  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip()
         for r in [head, *rows]
     ]
+
+
+def format_table(report: Report) -> str:
+    """One row per point: the swept values, the predicted mean and interval, and per nodeset
+    its rows per node and mean compute / communication / waiting seconds per node."""
+    lines = aligned(*table_rows(report))
     title = report.title or report.source
     top = f"{title}: strategy {report.options.strategy}, {len(report.points)} point(s)"
-    notes = [f"note: {n}" for n in dict.fromkeys(x for p in report.points for x in p.notes)]
+    notes = [f"note: {n}" for n in report_notes(report)]
     return "\n".join([top, *lines, *notes])

@@ -48,7 +48,7 @@ from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simula
 from ppe.whatif.analytic import WhatIfError, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options
-from ppe.whatif.report import _value
+from ppe.whatif.report import _value, aligned
 from ppe.whatif.resolve import Resolver, Resources, resolve
 from ppe.whatif.spec import Spec, SpecPoint, WhatIf
 
@@ -532,14 +532,13 @@ def simulate_whatif(
     )
 
 
-def format_sim_table(report: SimReport) -> str:
-    """One row per point: the simulated makespans' mean and interval, the analytic interval's
-    coverage, and each nodeset's compute / communication / waiting seconds."""
+def sim_table_rows(report: SimReport) -> tuple[list[str], list[list[str]]]:
+    """The simulated table's header and rows (shared by the text table and the HTML page)."""
     pct = f"{report.options.confidence * 100:g}%"
     head = [*report.axes, "mean s", f"{pct} interval s", "predicted s", "in analytic"]
     names = [n.nodeset for n in report.points[0].nodesets] if report.points else []
     head += [f"{n} compute/comm/wait s" for n in names]
-    rows = [head]
+    rows = []
     for p in report.points:
         lo, hi = p.interval()
         row = [_value(v) for _, v in p.values]
@@ -551,10 +550,14 @@ def format_sim_table(report: SimReport) -> str:
         ]
         row += [f"{n.compute:.4g}/{n.communication:.4g}/{n.waiting:.4g}" for n in p.nodesets]
         rows.append(row)
-    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    return head, rows
+
+
+def format_sim_table(report: SimReport) -> str:
+    """One row per point: the simulated makespans' mean and interval, the analytic interval's
+    coverage, and each nodeset's compute / communication / waiting seconds."""
     title = (
         f"{report.title or report.source}: simulated at {report.sim.starts} start time(s), "
         f"strategy {report.options.strategy}, {len(report.points)} point(s)"
     )
-    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows]
-    return "\n".join([title, *lines])
+    return "\n".join([title, *aligned(*sim_table_rows(report))])
