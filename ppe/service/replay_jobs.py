@@ -32,6 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ppe.replay.config import LIMITS, Limits, ReplayConfig
 from ppe.replay.experiment import run_experiment
 from ppe.service.config import Settings
+from ppe.service.jobs import throttled
 from ppe.service.store.db import session_scope
 from ppe.service.store.models import ReplayJob
 from ppe.traces import (
@@ -349,13 +350,7 @@ class ReplayRunner:
         limits: TraceLimits,
     ) -> None:
         self._set(job_id, status="running")
-        last = [0.0]
-
-        def progress(done: int, total: int) -> None:
-            now = time.monotonic()
-            if now - last[0] > 0.5 or done == total:
-                last[0] = now
-                self._set(job_id, done=done, total=total)
+        progress = throttled(lambda done, total: self._set(job_id, done=done, total=total))
 
         try:
             report = run_experiment(read_traces(cfg.traces, limits), cfg, progress)

@@ -27,6 +27,7 @@ from ppe.core.stochastic import StochasticValue
 from ppe.pmac import MachineProfile
 from ppe.service.config import Settings
 from ppe.service.forecasts import ForecastCache
+from ppe.service.jobs import throttled
 from ppe.service.planning import (
     HostSpec,
     IndexCache,
@@ -238,13 +239,7 @@ class WhatIfRunner:
         hide: list[Path],
     ) -> None:
         self._set(job_id, status="running")
-        last = [0.0]
-
-        def progress(done: int, total: int) -> None:
-            now = time.monotonic()
-            if now - last[0] > 0.5 or done == total:
-                last[0] = now
-                self._set(job_id, done=done, total=total)
+        progress = throttled(lambda done, total: self._set(job_id, done=done, total=total))
 
         try:
             report = evaluate_resolved(whatif, resources, options, progress).to_dict()

@@ -16,6 +16,7 @@ from ppe.service.auth import OPERATE, READ, require
 from ppe.service.config import Settings
 from ppe.service.deps import ReplayRunnerDep, SessionDep, SettingsDep
 from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.jobs import job_summary
 from ppe.service.replay_jobs import JobError, TooLarge, upload_name
 from ppe.service.schemas import IdPath, ProblemReport
 from ppe.service.store.models import ReplayJob
@@ -50,16 +51,7 @@ is not a trace, each naming the file and the limit."""
 
 
 def _summary(j: ReplayJob) -> dict[str, Any]:
-    return {
-        "id": j.id,
-        "status": j.status,
-        "done": j.done,
-        "total": j.total,
-        "created_at": j.created_at,
-        "finished_at": j.finished_at,
-        "error": j.error or None,
-        "config": j.config,
-    }
+    return {**job_summary(j), "config": j.config}
 
 
 def _settings_object(text: str | bytes) -> dict[str, Any]:

@@ -14,6 +14,7 @@ import scheduler
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.deps import ForecastCacheDep, SessionDep, planning_thread, services_of
 from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.jobs import job_summary
 from ppe.service.schemas import TEXT_PATTERN, IdPath, StrategyName
 from ppe.service.store.models import WhatIfJob
 from ppe.service.whatif import (
@@ -89,16 +90,7 @@ report, or `error` when it failed)."""
 
 
 def _summary(j: WhatIfJob) -> dict[str, Any]:
-    return {
-        "id": j.id,
-        "status": j.status,
-        "done": j.done,
-        "total": j.total,
-        "created_at": j.created_at,
-        "finished_at": j.finished_at,
-        "error": j.error or None,
-        "options": j.options,
-    }
+    return {**job_summary(j), "options": j.options}
 
 
 def _resolver(request: Request, confidence: float) -> StoreResolver:
