@@ -12,8 +12,8 @@ MIN_BYTES = 8 * 1024
 class ProbeConfig:
     """What to measure: sizes ``MIN_BYTES * 4^k`` up to ``max_bytes`` (steps of 2 from
     ``fine_from`` on, where the last cache level ends and rates change fastest), ``reps``
-    repetitions of inner loops of at least ``min_time`` CPU seconds, sharing with
-    2..``copies`` copies."""
+    repetitions of inner loops of at least ``min_time`` CPU seconds, sharing with 2, 4, 8, …
+    copies up to ``copies`` and the host's usable CPUs (:meth:`sharing_counts`)."""
 
     max_bytes: int
     reps: int
@@ -24,12 +24,12 @@ class ProbeConfig:
 
     @classmethod
     def quick(cls) -> ProbeConfig:
-        return cls(max_bytes=128 << 20, reps=3, min_time=0.002, copies=2, dense_n=256)
+        return cls(max_bytes=128 << 20, reps=3, min_time=0.002, copies=4, dense_n=256)
 
     @classmethod
     def full(cls) -> ProbeConfig:
         return cls(
-            max_bytes=512 << 20, reps=5, min_time=0.02, copies=2, dense_n=512, fine_from=8 << 20
+            max_bytes=512 << 20, reps=5, min_time=0.02, copies=16, dense_n=512, fine_from=8 << 20
         )
 
     def sizes(self) -> list[int]:
@@ -39,3 +39,18 @@ class ProbeConfig:
             fine = self.fine_from is not None and size >= self.fine_from
             size *= 2 if fine else 4
         return out
+
+    def sharing_counts(self, cpus: int) -> tuple[int, ...]:
+        """How many copies each sharing sweep runs: doubling from 2 (the cost grows with each
+        sweep, the curves change least between large counts) up to the cap, the cap itself
+        included; the cap is ``copies`` and one copy per usable CPU (more copies than cores
+        would measure time slicing, not sharing). Empty on one CPU or with ``copies = 1``."""
+        cap = min(self.copies, cpus)
+        counts = []
+        k = 2
+        while k < cap:
+            counts.append(k)
+            k *= 2
+        if cap >= 2:
+            counts.append(cap)
+        return tuple(counts)

@@ -285,15 +285,14 @@ def measure_profile(
     report: Callable[[str], None] | None = None,
 ) -> MachineProfile:
     """Measure this machine: overheads, memory curves, flop rates, then sharing curves for
-    2..``cfg.copies`` copies, at most one per CPU this process may use (more copies than
-    cores would measure time slicing, not sharing; none on a one-CPU host)."""
+    the copy counts of ``cfg.sharing_counts`` over the CPUs this process may use."""
     started = time.time()
     with _one_blas_thread():
         overheads = measure_overheads(cfg)
         memory = measure_memory(cfg, report=report)
         flops = measure_flops(cfg, overheads["call"].value, overheads["view"].value)
     curves = [Curve(p, k, 1, tuple(memory[(p, k)])) for p in PATTERNS for k in KINDS]
-    for copies in range(2, min(cfg.copies, _usable_cpus()) + 1):
+    for copies in cfg.sharing_counts(_usable_cpus()):
         if report:
             report(f"sharing: {copies} copies")
         curves.extend(measure_sharing(cfg, copies))
@@ -361,7 +360,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--copies",
         type=int,
         default=None,
-        help="sharing curves for 2..K copies (default 2; 1: none)",
+        help=(
+            "sharing curves for 2, 4, 8, ... copies up to K and K itself, at most one copy "
+            "per usable CPU (default 4 quick, 16 full; 1: none)"
+        ),
     )
     p.add_argument("--host", default=None, help="the host name to record (default: this host's)")
     p.add_argument(

@@ -69,6 +69,40 @@ def test_sharing_adds_the_two_copy_curves() -> None:
     assert all(len(pt.rate.samples) == 2 for c in two for pt in c.points)  # one per copy
 
 
+@pytest.mark.parametrize(
+    ("copies", "cpus", "counts"),
+    [
+        (16, 2, (2,)),
+        (16, 1, ()),
+        (1, 8, ()),
+        (16, 8, (2, 4, 8)),
+        (16, 12, (2, 4, 8, 12)),
+        (16, 64, (2, 4, 8, 16)),
+        (4, 3, (2, 3)),
+    ],
+)
+def test_sharing_counts_double_up_to_the_cores(
+    copies: int, cpus: int, counts: tuple[int, ...]
+) -> None:
+    cfg = ProbeConfig(max_bytes=MIN_BYTES, reps=1, min_time=0.001, copies=copies, dense_n=16)
+    assert cfg.sharing_counts(cpus) == counts
+
+
+def test_more_copies_than_two_are_measured_and_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 3 usable CPUs (pretended) a profile holds 2- and 3-copy curves, and the
+    convolution reads the 3-copy curve for 3 ranks and the 2-copy one, with a note, for 4."""
+    import sensors.profile as probe
+
+    monkeypatch.setattr(probe, "_usable_cpus", lambda: 3)
+    cfg = ProbeConfig(max_bytes=4 * MIN_BYTES, reps=1, min_time=0.001, copies=3, dense_n=32)
+    p = measure_profile(cfg)
+    assert p.copies_measured() == (1, 2, 3)
+    curve, note = p.curve("unit", "read", 3)
+    assert curve.copies == 3 and note is None
+    curve, note = p.curve("unit", "read", 4)
+    assert curve.copies == 3 and note is not None and "4 copies not measured" in note
+
+
 def test_profile_command_writes_a_readable_profile(tmp_path: Path, capsys: Any) -> None:
     out = tmp_path / "host.json"
     argv = ["--quick", "--max-bytes", str(4 * MIN_BYTES), "--copies", "1", "--out", str(out)]
