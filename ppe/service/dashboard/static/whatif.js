@@ -259,7 +259,7 @@
       ...examples.map((x) => h("option", { value: x.name }, x.name + " — " + x.title)));
   }
 
-  spec.addEventListener("input", () => drawGutter());
+  spec.addEventListener("input", () => { drawGutter(); $("#example").value = ""; });
   spec.addEventListener("scroll", () => { gutter.scrollTop = spec.scrollTop; });
   spec.addEventListener("keydown", (ev) => {
     if (ev.key === "Enter" && (ev.ctrlKey || ev.metaKey)) { ev.preventDefault(); run(); }
