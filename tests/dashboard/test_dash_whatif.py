@@ -83,6 +83,7 @@ def test_the_page_renders_its_editor_and_controls(signed_in: Dash) -> None:
 
 
 def test_the_examples_are_the_shipped_specs_the_service_can_check(signed_in: Dash) -> None:
+    assert signed_in.client.get(DATA_PATH).status_code == 401  # the cookie alone: no
     r = call(signed_in, "GET", DATA_PATH)
     assert r.status_code == 200, r.text
     by_name = {e["name"]: e for e in r.json()}

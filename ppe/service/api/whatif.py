@@ -26,7 +26,15 @@ from ppe.service.whatif import (
     nodes,
     read_references,
 )
-from ppe.whatif import Options, ResolveError, SpecError, WhatIfError, evaluate_resolved
+from ppe.whatif import (
+    Options,
+    ResolveError,
+    Resources,
+    SpecError,
+    WhatIf,
+    WhatIfError,
+    evaluate_resolved,
+)
 from ppe.whatif.html import figures_json
 
 router = APIRouter(tags=["whatif"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
@@ -129,15 +137,17 @@ def _resolver(request: Request, confidence: float) -> StoreResolver:
     return StoreResolver(sv.sessions, sv.forecasts, sv.index, sv.settings, confidence)
 
 
-async def _checked(request: Request, text: str, resolver: StoreResolver) -> tuple[Any, Any]:
+async def _checked(
+    request: Request, text: str, resolver: StoreResolver
+) -> tuple[WhatIf, Resources]:
     """The spec parsed and checked, its references read (422 listing every problem)."""
 
-    def prepare() -> Any:
+    def prepare() -> tuple[WhatIf, Resources]:
         whatif = check(text)
         return whatif, read_references(whatif, resolver)
 
     try:
-        checked: tuple[Any, Any] = await planning_thread(request, prepare)
+        checked: tuple[WhatIf, Resources] = await planning_thread(request, prepare)
     except SpecError as exc:
         raise HTTPException(422, [p.to_dict() for p in exc.problems]) from exc
     return checked
