@@ -161,15 +161,6 @@ def service_history(
     return ts[-limit:], xs[-limit:]
 
 
-def served_distribution(
-    timestamps: FloatArray, values: FloatArray, now: float, horizon_s: float
-) -> Distribution:
-    """The distribution the service answers ``GET /forecasts/{r}/cpu?horizon=H&at=now`` with
-    (before clipping its summary to [0, 1]): only samples before ``now`` reach it."""
-    ts, xs = service_history(timestamps, values, now)
-    return _service_distribution(ts, xs, now, snap_horizon(horizon_s), CPU_ANALOG)
-
-
 def _service_distribution(
     ts: FloatArray, xs: FloatArray, now: float, horizon_s: float | None, opts: AnalogOptions
 ) -> Distribution:
@@ -350,7 +341,8 @@ def calibrate_series(
 
     For each horizon, at most ``per_horizon`` seeded random times ``T`` (:func:`forecast_times`,
     seeded by ``name``), the forecast the service would have answered ``at=T``
-    (:func:`served_distribution`, from samples strictly before ``T``) against the realised mean
+    (:func:`service_history` and ``series_distribution``, as :func:`forecast_case` computes its
+    ``forecaster`` entry: samples strictly before ``T`` only) against the realised mean
     over ``[T, T + H)``; per horizon the :func:`scores`, the Wilson interval of the coverage,
     the PIT histogram (the forecast CDF at the realised mean) and, without cases, why.
     ``history``: samples before ``T`` the service reads (its ``Settings.history_limit``)."""
@@ -365,7 +357,9 @@ def calibrate_series(
         hp = [c["forecaster"]["pit"] for c in cases]
         pits += hp
         fallbacks = [c["forecaster"]["fallback"] for c in cases]
-        supports = [c["forecaster"]["support"] for c in cases if c["forecaster"]["support"]]
+        supports = [
+            c["forecaster"]["support"] for c in cases if c["forecaster"]["support"] is not None
+        ]
         rows.append(
             {
                 "horizon_s": h,

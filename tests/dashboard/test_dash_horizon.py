@@ -269,6 +269,10 @@ def test_horizon_cards_draw_in_chromium(server_factory, traces_dir: Path, tmp_pa
 
             # the forecast for every horizon drawn, the chosen one's figures listed
             expect(page.locator("#chart-hz")).to_have_class(re.compile(r"js-plotly-plot"))
+            page.wait_for_function(
+                "() => { const el = document.querySelector('#chart-hz');"
+                " return !!(el && el.data && el.data.length && el.data[0].x.length === 5); }"
+            )
             points = "el => el.data[0].x"
             assert page.locator("#chart-hz").evaluate(points) == [
                 "5 min",
@@ -281,7 +285,8 @@ def test_horizon_cards_draw_in_chromium(server_factory, traces_dir: Path, tmp_pa
             expect(page.locator("#hz-figures")).to_contain_text("95 % interval")
             page.get_by_label("Horizon", exact=True).select_option("259200")
             page.wait_for_function(  # redrawn with the 3 d forecast highlighted
-                "() => document.querySelector('#chart-hz').data[0].marker.size[4] === 13"
+                "() => { const el = document.querySelector('#chart-hz');"
+                " return !!(el && el.data && el.data[0].marker.size[4] === 13); }"
             )
             sizes = page.locator("#chart-hz").evaluate("el => el.data[0].marker.size")
             assert sizes == [8, 8, 8, 8, 13]
@@ -293,6 +298,10 @@ def test_horizon_cards_draw_in_chromium(server_factory, traces_dir: Path, tmp_pa
             # the calibration: coverage per horizon against the nominal line, and the PIT
             cov = page.locator("#chart-hcal-coverage")
             expect(cov).to_have_class(re.compile(r"js-plotly-plot"))
+            page.wait_for_function(
+                "() => { const el = document.querySelector('#chart-hcal-pit');"
+                " return !!(el && el.data && el.data.length === 2); }"
+            )
             data = cov.evaluate("el => el.data.map(t => [t.name, t.x.length, t.y])")
             assert data[0][0] == "coverage" and data[0][1] == 5
             assert all(0.0 <= y <= 1.0 for y in data[0][2])
@@ -302,6 +311,6 @@ def test_horizon_cards_draw_in_chromium(server_factory, traces_dir: Path, tmp_pa
             expect(page.locator("#hcal-body tr")).to_have_count(5)
             expect(page.locator("#hcal-note")).to_contain_text("strictly before T")
             page.screenshot(path=str(tmp_path / "host-horizon.png"), full_page=True)
-            assert b.errors == [] and b.external == []
+            assert b.errors == [] and b.external == [], (b.errors, b.external)
         finally:
             browser.close()
