@@ -45,10 +45,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.stats import binomtest
 from threadpoolctl import threadpool_limits
 
 from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG, AnalogOptions
 from forecaster.api import _prepare, series_distribution
+from forecaster.config import DEFAULT_CONFIG
 from forecaster.distribution import Distribution
 from forecaster.history import FloatArray
 from forecaster.horizon import sample_spacing, snap_horizon
@@ -128,8 +130,7 @@ def forecast_case(
     """Every method's forecast of the mean over ``[now, now + horizon_s)`` and the host's
     category, from samples strictly before ``now`` (the arrays may hold the future: it is cut
     here, as the service's store read does)."""
-    ts, xs = _prepare(timestamps, values, now)
-    ts, xs = ts[-SERVICE_HISTORY:], xs[-SERVICE_HISTORY:]
+    ts, xs = service_history(timestamps, values, now)
     snapped = snap_horizon(horizon_s)
     out: dict[str, Any] = {"category": category(ts, xs, now)}
     served = _service_distribution(ts, xs, now, snapped, CPU_ANALOG)
@@ -149,6 +150,15 @@ def forecast_case(
     lo, hi = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
     out["unconditional"] = {"mean": float(sample.mean()), "lower": float(lo), "upper": float(hi)}
     return out
+
+
+def service_history(
+    timestamps: FloatArray, values: FloatArray, now: float, limit: int = SERVICE_HISTORY
+) -> tuple[FloatArray, FloatArray]:
+    """The samples the service would read for a forecast ``at=now``: strictly before ``now``,
+    the newest ``limit`` of them (the arrays may hold the future: it is cut here)."""
+    ts, xs = _prepare(timestamps, values, now)
+    return ts[-limit:], xs[-limit:]
 
 
 def _service_distribution(
@@ -301,6 +311,146 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "width_le_unconditional": int(sum(narrower)),
         "pinball_le_baselines": int(sum(sharper)),
     }
+
+
+#: Bins of the PIT histogram: a calibrated forecaster fills them evenly.
+PIT_BINS = 10
+#: Evaluation times per horizon the dashboard's calibration card scores (its cost bound).
+SERIES_CASES = 40
+
+
+def wilson(hits: int, n: int, confidence: float = CONFIDENCE) -> tuple[float, float] | None:
+    """Wilson score interval of a coverage of ``hits`` in ``n`` (None without cases): with 40
+    cases a coverage of 0.9 is still consistent with a nominal 0.95."""
+    if n <= 0:
+        return None
+    ci = binomtest(hits, n).proportion_ci(confidence, method="wilson")
+    return float(ci.low), float(ci.high)
+
+
+def calibrate_series(
+    timestamps: FloatArray,
+    values: FloatArray,
+    name: str,
+    horizons: Sequence[float] = DEFAULT_HORIZONS,
+    per_horizon: int = SERIES_CASES,
+    opts: HorizonOptions | None = None,
+    history: int = SERVICE_HISTORY,
+) -> dict[str, Any]:
+    """How well one series' own past horizon forecasts were calibrated (the dashboard's card).
+
+    For each horizon, at most ``per_horizon`` seeded random times ``T`` (:func:`forecast_times`,
+    seeded by ``name``), the forecast the service would have answered ``at=T``
+    (:func:`service_history` and ``series_distribution``, as :func:`forecast_case` computes its
+    ``forecaster`` entry: samples strictly before ``T`` only) against the realised mean
+    over ``[T, T + H)``; per horizon the :func:`scores`, the Wilson interval of the coverage,
+    the PIT histogram (the forecast CDF at the realised mean) and, without cases, why.
+    ``history``: samples before ``T`` the service reads (its ``Settings.history_limit``)."""
+    o = opts or HorizonOptions()
+    ts, xs = _prepare(timestamps, values, None)
+    span = float(ts[-1] - ts[0]) if ts.size else 0.0
+    rows, pits = [], []
+    for h in horizons:
+        cases = _series_cases(ts, xs, name, h, per_horizon, o, history) if ts.size >= 2 else []
+        sc = scores(cases, "forecaster")
+        hits = round(sc["coverage"] * len(cases)) if cases else 0  # scores' tolerance
+        hp = [c["forecaster"]["pit"] for c in cases]
+        pits += hp
+        fallbacks = [c["forecaster"]["fallback"] for c in cases]
+        supports = [
+            c["forecaster"]["support"] for c in cases if c["forecaster"]["support"] is not None
+        ]
+        rows.append(
+            {
+                "horizon_s": h,
+                **sc,
+                "hits": int(hits),
+                "wilson": wilson(int(hits), len(cases)),
+                "fallback_share": (
+                    float(np.mean([f is not None for f in fallbacks])) if cases else None
+                ),
+                "median_support": float(np.median(supports)) if supports else None,
+                "pit_counts": _pit_counts(hp),
+                "reason": None if cases else _no_cases(ts, span, h, o),
+                "cases": cases,
+            }
+        )
+    return {
+        "horizons": rows,
+        "pit_counts": _pit_counts(pits),
+        "pit_bins": PIT_BINS,
+        "confidence": CONFIDENCE,
+        "per_horizon": per_horizon,
+        "seed": o.seed,
+        "min_history_s": o.min_history_s,
+        "samples": int(ts.size),
+        "span_s": span,
+    }
+
+
+def _series_cases(
+    ts: FloatArray,
+    xs: FloatArray,
+    name: str,
+    horizon_s: float,
+    count: int,
+    opts: HorizonOptions,
+    history: int,
+) -> list[dict[str, Any]]:
+    """The scored cases of one horizon; times whose history the service would refuse (fewer
+    samples than the forecaster's minimum) are left out, as a client would get a 409."""
+    out = []
+    for t, y in forecast_times(ts, xs, name, horizon_s, count, opts):
+        before_t, x_before = service_history(ts, xs, t, history)
+        if x_before.size < DEFAULT_CONFIG.min_samples:
+            continue
+        dist = _service_distribution(before_t, x_before, t, snap_horizon(horizon_s), CPU_ANALOG)
+        mean, lo, hi = _summary(dist)
+        pit = min(max(float(dist.cdf(y)), 0.0), 1.0)
+        out.append(
+            {
+                "at": t,
+                "horizon_s": horizon_s,
+                "actual": y,
+                "forecaster": {
+                    "mean": mean,
+                    "lower": lo,
+                    "upper": hi,
+                    "pit": pit,
+                    "support": dist.support,
+                    "fallback": dist.fallback,
+                },
+            }
+        )
+    return out
+
+
+def _pit_counts(pits: Sequence[float]) -> list[int]:
+    counts, _ = np.histogram(np.asarray(pits, dtype=float), bins=PIT_BINS, range=(0.0, 1.0))
+    return [int(c) for c in counts]
+
+
+def _no_cases(ts: FloatArray, span: float, horizon_s: float, opts: HorizonOptions) -> str:
+    need = opts.min_history_s + horizon_s
+    if ts.size < 2 or span <= need:
+        return (
+            f"the history spans {_duration_text(span)}; a case needs "
+            f"{_duration_text(opts.min_history_s)} of history before its time and the "
+            f"{_duration_text(horizon_s)} after it ({_duration_text(need)} in all)"
+        )
+    return (
+        f"no time with {_duration_text(opts.min_history_s)} of history before it had at least "
+        f"{MIN_REALISED:.0%} of the samples of the {_duration_text(horizon_s)} after it (gaps)"
+    )
+
+
+def _duration_text(seconds: float) -> str:
+    """Rounded for sentences: "3 d", "5.2 d", "6 h", "5 min"."""
+    if seconds >= 86400:
+        return f"{seconds / 86400:.3g} d"
+    if seconds >= 3600:
+        return f"{seconds / 3600:.3g} h"
+    return f"{seconds / 60:.3g} min"
 
 
 def render_text(report: dict[str, Any]) -> str:

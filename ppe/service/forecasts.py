@@ -12,15 +12,17 @@ its series at once (they all describe data that is no longer the newest). The wo
 `max_series` series (least recently used go first, read again from the store when next asked),
 so its memory is bounded by that count and the history limit, whatever the traffic.
 Forecasts `at` a past time are computed from the store, from rows strictly before it.
+Other figures computed from a series' history (the dashboard's calibration of its past horizon
+forecasts) are memoised the same way, per series version (:meth:`ForecastCache.derived`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from cachetools import LRUCache, TTLCache
@@ -47,6 +49,8 @@ DEPENDENCE_TTL_S = 600.0
 #: Memoised (horizon, confidence) answers per series before they are dropped wholesale: horizons
 #: snap to a 5 % grid, so a series is rarely asked for more than a few dozen.
 MAX_MEMOS_PER_SERIES = 128
+#: Derived figures (:meth:`ForecastCache.derived`) kept per series, dropped wholesale beyond.
+MAX_DERIVED_PER_SERIES = 8
 CPU_BOUNDS = (0.0, 1.0)
 NONNEGATIVE = (0.0, float("inf"))
 
@@ -59,6 +63,8 @@ def analog_for(metric: str) -> AnalogOptions:
     """CPU availability lives in [0, 1]; link figures need a kernel floor relative to the mean."""
     return CPU_ANALOG if metric == "cpu" else BANDWIDTH_ANALOG
 
+
+_T = TypeVar("_T")
 
 #: A memoised forecast and, once asked for, its model input and that input's JSON.
 _Memo = tuple[SeriesForecast, tuple[StochasticValue, dict[str, Any]] | None]
@@ -74,6 +80,7 @@ class _History:
     online: SeriesForecaster | None = None
     fits: dict[Hashable, Distribution] = field(default_factory=dict)
     memos: dict[tuple[float | None, float], _Memo] = field(default_factory=dict)
+    derived: dict[Hashable, Any] = field(default_factory=dict)
     checked_at: float = 0.0
     lock: threading.RLock = field(default_factory=threading.RLock)
 
@@ -87,6 +94,7 @@ class _History:
         self.values = np.concatenate([self.values, vals])[-limit:]
         self.fits.clear()  # keyed on the old (size, newest): none can be hit again
         self.memos.clear()
+        self.derived.clear()
 
     def remember(self, key: tuple[float | None, float], memo: _Memo) -> None:
         if len(self.memos) >= MAX_MEMOS_PER_SERIES:
@@ -237,6 +245,26 @@ class ForecastCache:
         h = self._fresh(series_id)
         with h.lock:
             return h.timestamps, h.values
+
+    def derived(
+        self, series_id: int, key: Hashable, compute: Callable[[np.ndarray, np.ndarray], _T]
+    ) -> _T:
+        """``compute(timestamps, values)`` of the series' history as this worker holds it,
+        memoised under ``key`` until the series gains a sample. Computed outside the series'
+        lock (it may take a second), so forecasts of the series are not held up meanwhile."""
+        h = self._fresh(series_id)
+        with h.lock:
+            if key in h.derived:
+                hit: _T = h.derived[key]
+                return hit
+            ts, vals = h.timestamps, h.values
+        out = compute(ts, vals)
+        with h.lock:
+            if h.timestamps is ts:  # else the series moved on meanwhile: do not keep it
+                if len(h.derived) >= MAX_DERIVED_PER_SERIES:
+                    h.derived.clear()
+                h.derived[key] = out
+        return out
 
     def history_before(self, series_id: int, at: float) -> tuple[np.ndarray, np.ndarray]:
         """History strictly before `at`, read from the store (evaluations as of a past time)."""

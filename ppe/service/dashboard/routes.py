@@ -39,6 +39,7 @@ from ppe.service.auth import (
     same_origin,
     session_cookie,
 )
+from ppe.service.dashboard.host_data import DATA_PATH as HORIZON_CALIBRATION_PATH
 from ppe.service.dashboard.models_data import DATA_PATH as MODELS_DATA_PATH
 from ppe.service.dashboard.whatif_data import DATA_PATH as WHATIF_EXAMPLES_PATH
 from ppe.service.store.tokens import article
@@ -142,7 +143,14 @@ def overview(request: Request) -> Response:
 
 @router.api_route("/hosts/{name}", methods=PAGE_METHODS, response_class=HTMLResponse)
 def host(request: Request, name: str) -> Response:
-    return _page(request, "host.html", page="host", title=name, host=name)
+    return _page(
+        request,
+        "host.html",
+        page="host",
+        title=name,
+        host=name,
+        calibration_path=HORIZON_CALIBRATION_PATH.replace("{name}", quote(name, safe="")),
+    )
 
 
 @router.api_route("/playground", methods=PAGE_METHODS, response_class=HTMLResponse)

@@ -1,5 +1,6 @@
 /* Host page: history with the forecast band, battery errors, fitted distribution, link forecasts,
-   the calibrated benchmark and the machine profile (PMaC, docs/pmac.md). */
+   the forecast over a chosen horizon and the calibration of past horizon forecasts, the
+   calibrated benchmark and the machine profile (PMaC, docs/pmac.md). */
 "use strict";
 
 (function () {
@@ -255,6 +256,139 @@
     }));
   }
 
+  /* ---- forecast over a horizon: the public forecast route, one call per horizon ---- */
+  const HORIZONS = [...$("#hz-horizon").options].map((o) => [Number(o.value), o.textContent]);
+  const HZ_CONFIDENCE = 0.95;
+  const FALLBACK_TEXT = {
+    blend: "blend: too few analogues, widened toward all past windows of this length",
+    unconditional: "unconditional: the means of all past windows of this length (no analogues)",
+  };
+  /** Days past a day ("2 d", "14.3 d"), else as P.seconds writes it. */
+  function span(s) {
+    if (!P.finite(s) || s < 86400) return P.seconds(s);
+    const d = s / 86400;
+    return (Number.isInteger(d) ? String(d) : d.toFixed(1)) + " d";
+  }
+  function horizonLabel(s) {
+    const found = HORIZONS.find(([v]) => v === s);
+    return found ? found[1] : span(s);
+  }
+
+  async function renderHorizon() {
+    const chosen = Number($("#hz-horizon").value);
+    const results = await P.pool(HORIZONS, 3, ([s]) =>
+      P.api("/forecasts/" + hostPath + "/cpu" + P.query({ horizon: s, confidence: HZ_CONFIDENCE })));
+    const signedOut = results.find((r) => !r.ok && r.error.status === 401);
+    if (signedOut) throw signedOut.error;
+    const i = HORIZONS.findIndex(([v]) => v === chosen);
+    const r = results[i];
+    const dl = $("#hz-figures");
+    if (!r.ok) {
+      const why = r.error.status === 404 ? "no CPU measurements for this host"
+        : r.error.status === 409 ? "too little data to forecast yet (" + r.error.message + ")" : r.error.message;
+      dl.replaceChildren(h("dt", {}, "Status"), h("dd", {}, "No forecast: " + why));
+      P.empty("#chart-hz", "No forecast to draw.");
+      return;
+    }
+    const f = r.value;
+    const rows = [
+      ["Mean", h("b", {}, P.pct(f.mean))],
+      [P.confidenceLabel(f.confidence) + " interval", P.interval("cpu", f.interval)],
+      ["Distribution", f.kind + (f.multimode ? " (several modes)" : "")],
+      ["Support", P.finite(f.support) ? f.support + (f.support === 1 ? " analogue" : " analogues") : "—"],
+      ["Fallback", f.fallback ? (FALLBACK_TEXT[f.fallback] || f.fallback) : "none: enough analogues"],
+      ["From", f.n + " samples, newest " + P.age(P.now() - f.last_timestamp) + " ago"],
+    ];
+    dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: String(k).toLowerCase() } }, v)]));
+    const ok = results.map((x, k) => [x, k]).filter(([x]) => x.ok);
+    const xs = ok.map(([, k]) => HORIZONS[k][1]);
+    const fs = ok.map(([x]) => x.value);
+    P.plot("#chart-hz", [{
+      x: xs, y: fs.map((v) => v.mean), mode: "markers", type: "scatter", name: "mean and 95 % interval",
+      marker: { size: ok.map(([, k]) => (k === i ? 13 : 8)), color: ok.map(([, k]) => (k === i ? "#e8590c" : "#3b5bdb")) },
+      error_y: { type: "data", symmetric: false, array: fs.map((v) => v.interval[1] - v.mean),
+        arrayminus: fs.map((v) => v.mean - v.interval[0]), thickness: 2, width: 6, color: "#3b5bdb" },
+      customdata: fs.map((v) => [v.interval[0], v.interval[1], P.finite(v.support) ? v.support : "–", v.fallback || "none"]),
+      hovertemplate: "%{x}: mean %{y:.1%}<br>interval %{customdata[0]:.1%} – %{customdata[1]:.1%}" +
+        "<br>support %{customdata[2]}, fallback %{customdata[3]}<extra></extra>",
+    }], { xaxis: { type: "category", title: { text: "horizon" } },
+      yaxis: { tickformat: ".0%", range: [0, 1.05], title: { text: "mean CPU available" } },
+      showlegend: false, margin: { l: 64, r: 16, t: 16, b: 48 } });
+  }
+
+  /* ---- calibration of past horizon forecasts: the dashboard's data route ---- */
+  let hcalDrawn = null; // the series version drawn: the route's answer changes only with it
+  const hcalPath = $("#horizon-card").dataset.calibration;
+
+  async function renderHorizonCalibration(series) {
+    const version = series ? series.samples + "|" + series.latest_timestamp : null;
+    if (version !== null && version === hcalDrawn) return;
+    let c;
+    try {
+      if (!series) throw new P.ApiError(404, "no CPU measurements for this host yet");
+      c = await P.fetchJson(hcalPath);
+    } catch (e) {
+      if (e.status === 401) throw e;
+      P.setText("#hcal-note", "No calibration: " + e.message + ".");
+      $("#hcal-body").replaceChildren(h("tr", { class: "empty" }, h("td", { colspan: 8 }, "No calibration.")));
+      P.empty("#chart-hcal-coverage", "Nothing to draw."); P.empty("#chart-hcal-pit", "Nothing to draw.");
+      hcalDrawn = null;
+      return;
+    }
+    const rows = c.horizons;
+    const scored = rows.filter((r) => r.n > 0);
+    const total = scored.reduce((a, r) => a + r.n, 0);
+    P.setText("#hcal-note", "For each horizon, up to " + c.per_horizon + " past times T (seeded at random, " +
+      "each with at least " + span(c.min_history_s) + " of history before it): the forecast the service would have " +
+      "answered at T, from samples strictly before T only, against the mean CPU availability realised over the " +
+      "following horizon. " + total + " cases over " + scored.length + " of " + rows.length + " horizons, from " +
+      c.samples + " samples spanning " + span(c.span_s) + "." +
+      (scored.length < rows.length ? " Where a horizon has no cases, the history is too short for it (see the note)." : ""));
+    $("#hcal-body").replaceChildren(...rows.map((r) => h("tr", { dataset: { horizon: String(r.horizon_s) } },
+      h("th", { scope: "row" }, horizonLabel(r.horizon_s)),
+      h("td", { class: "num" }, String(r.n)),
+      h("td", { class: "num" }, r.n ? P.pct(r.coverage) : P.DASH),
+      h("td", {}, r.wilson ? P.pct(r.wilson[0]) + " – " + P.pct(r.wilson[1]) : P.DASH),
+      h("td", { class: "num" }, r.n ? P.pct(r.width) : P.DASH),
+      h("td", { class: "num" }, r.n ? P.pct(r.mae) : P.DASH),
+      h("td", { class: "num" }, r.n ? P.pct(r.fallback_share, 0) : P.DASH),
+      h("td", { class: "small" }, r.n ? (r.wilson[1] < c.confidence ? "covers less than the nominal " + P.pct(c.confidence, 0)
+        : r.wilson[0] > c.confidence ? "wider than it needs to be" : "consistent with " + P.pct(c.confidence, 0))
+        : "no cases: " + r.reason))));
+    if (!scored.length) {
+      P.empty("#chart-hcal-coverage", "No cases yet: the history is too short for every horizon.");
+      P.empty("#chart-hcal-pit", "No cases yet.");
+      hcalDrawn = version;
+      return;
+    }
+    const labels = scored.map((r) => horizonLabel(r.horizon_s));
+    P.plot("#chart-hcal-coverage", [
+      { x: labels, y: scored.map((r) => r.coverage), mode: "lines+markers", name: "coverage",
+        line: { color: "#3b5bdb", width: 2 }, marker: { size: 9 },
+        error_y: { type: "data", symmetric: false, array: scored.map((r) => r.wilson[1] - r.coverage),
+          arrayminus: scored.map((r) => r.coverage - r.wilson[0]), thickness: 1.5, width: 5 },
+        customdata: scored.map((r) => [r.n, r.hits, r.wilson[0], r.wilson[1]]),
+        hovertemplate: "%{x}: %{customdata[1]} of %{customdata[0]} covered (%{y:.1%})" +
+          "<br>Wilson 95 %: %{customdata[2]:.1%} – %{customdata[3]:.1%}<extra></extra>" },
+      { x: labels, y: labels.map(() => c.confidence), mode: "lines", name: "nominal " + P.pct(c.confidence, 0),
+        line: { color: "#e8590c", width: 1.5, dash: "dash" }, hoverinfo: "skip" },
+    ], { xaxis: { type: "category", title: { text: "horizon" } },
+      yaxis: { tickformat: ".0%", range: [Math.min(0.5, ...scored.map((r) => r.wilson[0])) - 0.02, 1.02], title: { text: "coverage" } },
+      margin: { l: 64, r: 16, t: 36, b: 48 } });
+    const bins = c.pit_counts.length;
+    const pooled = c.pit_counts.reduce((a, b) => a + b, 0);
+    P.plot("#chart-hcal-pit", [
+      { type: "bar", x: c.pit_counts.map((_, k) => (k + 0.5) / bins), y: c.pit_counts, width: 0.94 / bins,
+        name: "cases", marker: { color: "rgba(59,91,219,0.55)" },
+        hovertemplate: "PIT %{x:.2f}: %{y} cases<extra></extra>" },
+      { x: [0, 1], y: [pooled / bins, pooled / bins], mode: "lines", name: "calibrated (flat)",
+        line: { color: "#e8590c", width: 1.5, dash: "dash" }, hoverinfo: "skip" },
+    ], { xaxis: { range: [0, 1], title: { text: "forecast CDF at the realised mean" } },
+      yaxis: { title: { text: "cases" }, rangemode: "tozero" }, bargap: 0,
+      margin: { l: 56, r: 16, t: 36, b: 48 } });
+    hcalDrawn = version;
+  }
+
   /* ---- benchmark calibrated from reported runs ---- */
   function perElement(x) { return P.finite(x) ? x.toExponential(3) + " s" : P.DASH; }
   async function renderCalibration() {
@@ -445,8 +579,14 @@
     drawDistribution(metric, hist || { values: [] }, base);
     drawBattery(metric, hist, base);
     await renderLinks();
+    // The calibration may take a second when the series has moved on: the other cards meanwhile.
+    const cpu = (resource.series || []).find((s) => s.metric === "cpu" && !s.peer);
+    const hcal = renderHorizonCalibration(cpu).then(() => null, (e) => e);
+    await renderHorizon();
     await renderCalibration();
     await renderProfile();
+    const hcalFailed = await hcal;
+    if (hcalFailed) throw hcalFailed;
     if (failed) throw failed.reason;
     P.liveStatus(true, "Updated " + new Date().toLocaleTimeString());
   }
@@ -466,6 +606,11 @@
     profilePinned = sel.selectedIndex > 0;
     try { await renderProfile(); } catch (e) {
       if (e.status !== 401) P.setText("#profile-note", "Profile unavailable: " + e.message);
+    }
+  });
+  $("#hz-horizon").addEventListener("change", async () => {
+    try { await renderHorizon(); } catch (e) {
+      if (e.status !== 401) P.setText("#hz-note", "Forecast unavailable: " + e.message);
     }
   });
   $("#controls").addEventListener("submit", (e) => e.preventDefault());

@@ -39,7 +39,12 @@ window.PPE = (function () {
 
   /** GET (or POST with `json`) an API path (or, with `base: ""`, one of this dashboard's data
       routes); a 401 sends the operator back to the login form. */
-  async function api(path, options = {}) {
+  function api(path, options = {}) {
+    return fetchJson((options.base !== undefined ? options.base : API) + path, options);
+  }
+
+  /** Like `api` for any URL of this origin (the dashboard's own data routes). */
+  async function fetchJson(url, options = {}) {
     const init = { credentials: "same-origin", headers: { Accept: "application/json" } };
     if (CSRF) init.headers["X-PPE-CSRF"] = CSRF;
     if (options.json !== undefined) {
@@ -49,7 +54,7 @@ window.PPE = (function () {
     }
     if (options.method) init.method = options.method;
     if (options.signal) init.signal = options.signal;
-    const res = await fetch((options.base !== undefined ? options.base : API) + path, init);
+    const res = await fetch(url, init);
     const date = Date.parse(res.headers.get("Date") || "");
     if (finite(date)) skewMs = date - Date.now();
     if (res.status === 401) {
@@ -364,7 +369,7 @@ window.PPE = (function () {
   }
 
   return {
-    sparkline, forecastFigure, root, API, ApiError, api, now, timeUnit, inUnit, secondsRange, query, pool, h, $, $$, setText, num, pct, seconds, rate, age, when,
+    sparkline, forecastFigure, root, API, ApiError, api, fetchJson, now, timeUnit, inUnit, secondsRange, query, pool, h, $, $$, setText, num, pct, seconds, rate, age, when,
     metricValue, interval, confidenceLabel, METRIC_LABEL, ivOf, components, mixturePdf, normalPdf,
     linspace, spanOf, quantile, colorFor, strategyColor, hexA, plot, empty, every, liveStatus,
     debounce, meter, intervalBar, finite, DASH, jobState,
