@@ -148,6 +148,11 @@ class Settings:
     # Completed runs a host needs before planning uses the benchmark calibrated from them in
     # place of a missing one (ppe.service.calibration).
     calibration_min_runs: int = 3
+    # Completed runs of an application (linked to served answers) before its served makespan
+    # intervals are widened by them (ppe.service.recalibration); 0 turns it off. The bound is
+    # computed from the newest `recalibration_last` of them.
+    recalibration_min_runs: int = 8
+    recalibration_last: int = 50
     # What the store keeps, and how often each server trims it (store.retention).
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
@@ -183,4 +188,6 @@ _INT_ENV = {
     "trace_max_rows": "PPE_TRACE_MAX_ROWS",
     "trace_max_total_rows": "PPE_TRACE_MAX_TOTAL_ROWS",
     "calibration_min_runs": "PPE_CALIBRATION_MIN_RUNS",
+    "recalibration_min_runs": "PPE_RECALIBRATION_MIN_RUNS",
+    "recalibration_last": "PPE_RECALIBRATION_LAST",
 }

@@ -36,11 +36,17 @@ class LinkedRun:
 
 
 def linked_runs(
-    session: Session, app: str | None, strategy: str | None, last: int
+    session: Session,
+    app: str | None,
+    strategy: str | None,
+    last: int,
+    before: float | None = None,
 ) -> list[LinkedRun]:
     """The newest ``last`` runs of every (application, strategy) linked to a served schedule,
-    newest first; both filters optional. One query: a window function ranks each group's runs
-    (SQLite >= 3.25 and PostgreSQL alike)."""
+    newest first; both filters optional. ``before``: only runs stored (reported) strictly
+    before that time, so that what is served at a time rests on nothing reported later.
+    One query: a window function ranks each group's runs (SQLite >= 3.25 and PostgreSQL
+    alike)."""
     strat = ServedLog.response["strategy"].as_string()
     rank = (
         func.row_number().over(partition_by=(Run.app, strat), order_by=Run.id.desc()).label("rank")
@@ -61,6 +67,8 @@ def linked_runs(
         inner = inner.where(Run.app == app)
     if strategy is not None:
         inner = inner.where(strat == strategy)
+    if before is not None:
+        inner = inner.where(Run.created_at < before)
     ranked = inner.subquery()
     rows = session.execute(
         select(ranked)
