@@ -190,6 +190,9 @@ class ReplayCoverage:
     inside_served_recal: int
     #: median served width / model width over the recalibrated runs
     median_factor: float | None
+    #: median (high - low) / mean over the recalibrated runs: the model's, and served
+    median_width_model: float | None = None
+    median_width_served: float | None = None
 
     @property
     def coverage_model(self) -> float | None:
@@ -210,6 +213,7 @@ def replay_coverage(
     order = sorted(pairs, key=lambda p: p.time)
     inside_m = inside_s = recal = in_m_r = in_s_r = 0
     factors: list[float] = []
+    widths: list[tuple[float, float]] = []
     for p in order:
         ended = sorted(
             (q for q in order if q.time + q.actual < p.time), key=lambda q: q.time + q.actual
@@ -224,6 +228,7 @@ def replay_coverage(
             low, high = w.low, w.high
             recal += 1
             factors.append(w.factor)
+            widths.append(((p.high - p.low) / p.mean, (w.high - w.low) / p.mean))
             in_m_r += m_in
             in_s_r += low <= p.actual <= high
         inside_m += m_in
@@ -236,6 +241,8 @@ def replay_coverage(
         inside_model_recal=in_m_r,
         inside_served_recal=in_s_r,
         median_factor=statistics.median(factors) if factors else None,
+        median_width_model=statistics.median(m for m, _ in widths) if widths else None,
+        median_width_served=statistics.median(s for _, s in widths) if widths else None,
     )
 
 
