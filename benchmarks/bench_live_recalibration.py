@@ -9,6 +9,8 @@ sequences whose truth is known, (b) ``ppe replay`` reports over the real Bitbrai
     .venv/bin/python benchmarks/bench_live_recalibration.py [--replay REPORT.json ...]
         [--traces DIR --starts 200 --hosts 4 --n 2000 --iterations 600] [--min-runs 8]
 
+``[scaled]`` rows use a normalised score (the log error over the model's own log half-width)
+instead of the service's ``|log(actual / mean)|``: a comparison, not what is served.
 With ``--traces`` it runs the replay itself (one process, ~20-60 s for 200 starts) with the
 strategies mean, conservative and expected and no re-planning.
 """
@@ -30,6 +32,8 @@ sys.path.insert(0, str(ROOT))
 from ppe.evaluation.recalibration import (  # noqa: E402
     DEFAULT_LAST,
     DEFAULT_MIN_RUNS,
+    RATIO,
+    SCALED,
     Pair,
     ReplayCoverage,
     pairs_from_replay,
@@ -37,7 +41,7 @@ from ppe.evaluation.recalibration import (  # noqa: E402
 )
 
 HEAD = (
-    f"{'sequence':<44}{'runs':>6}{'recal':>7}{'model':>8}{'served':>8}"
+    f"{'sequence':<52}{'runs':>6}{'recal':>7}{'model':>8}{'served':>8}"
     f"{'model*':>8}{'served*':>8}{'width x':>9}{'w model':>9}{'w served':>9}"
 )
 
@@ -50,7 +54,7 @@ def row(name: str, c: ReplayCoverage) -> str:
         return f"{'-':>9}" if x is None else f"{x:>9{fmt}}"
 
     return (
-        f"{name:<44}{c.runs:>6}{c.recalibrated:>7}{pct(c.inside_model, c.runs)}"
+        f"{name:<52}{c.runs:>6}{c.recalibrated:>7}{pct(c.inside_model, c.runs)}"
         f"{pct(c.inside_served, c.runs)}{pct(c.inside_model_recal, c.recalibrated)}"
         f"{pct(c.inside_served_recal, c.recalibrated)}{num(c.median_factor, '.2f')}"
         f"{num(c.median_width_model, '.1%')}{num(c.median_width_served, '.1%')}"
@@ -110,8 +114,8 @@ def main() -> None:
     a = ap.parse_args()
     rng = np.random.default_rng(a.seed)
 
-    def cov(pairs: Sequence[Pair]) -> ReplayCoverage:
-        return replay_coverage(pairs, a.min_runs, a.last)
+    def cov(pairs: Sequence[Pair], kind: str = RATIO) -> ReplayCoverage:
+        return replay_coverage(pairs, a.min_runs, a.last, kind)
 
     print(f"min_runs {a.min_runs}, last {a.last}, nominal 95 %")
     print("model/served: coverage over all runs; * over the runs that were recalibrated;")
@@ -121,9 +125,9 @@ def main() -> None:
     # The ppe-sor experiment's shape: 4 strategies x 20 runs, served +-4 %, runs spread 8 %
     # (coverage ~45-85 % there); 200 independent experiments pooled.
     for sigma, h, bias in ((0.08, 0.04, 1.0), (0.08, 0.04, 0.95), (0.04, 0.04, 1.0)):
-        parts = [cov(synthetic(rng, 20, sigma, h, bias, groups=4)) for _ in range(200)]
+        seqs = [synthetic(rng, 20, sigma, h, bias, groups=4) for _ in range(200)]
         name = f"4x20 runs, sigma {sigma}, +-{h:.0%}, bias {bias}, x200"
-        print(row(name, pooled(parts)))
+        print(row(name, pooled([cov(q) for q in seqs])))
     for sigma, h, bias in ((0.2, 0.05, 1.0), (0.1, 0.05, 0.94)):
         print(
             row(
@@ -157,8 +161,11 @@ def main() -> None:
     for name, report in reports:
         pairs = pairs_from_replay(report)
         for s in sorted({p.group for p in pairs}):
-            print(row(f"{name} {s}", cov([p for p in pairs if p.group == s])))
+            mine = [p for p in pairs if p.group == s]
+            print(row(f"{name} {s}", cov(mine)))
+            print(row(f"{name} {s} [scaled]", cov(mine, SCALED)))
         print(row(f"{name} all strategies", cov(pairs)))
+        print(row(f"{name} all strategies [scaled]", cov(pairs, SCALED)))
 
 
 if __name__ == "__main__":

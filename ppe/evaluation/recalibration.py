@@ -35,6 +35,8 @@ from ppe.evaluation.live import COMPLETED, RunOutcome, Served, judge
 DEFAULT_MIN_RUNS = 8
 #: Newest runs the bound is computed from.
 DEFAULT_LAST = 50
+#: The scores (:func:`scores`): the service's, and a normalised one for comparison.
+RATIO, SCALED = "ratio", "scaled"
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,8 @@ class Recalibration:
     median_ratio: float
     #: "strategy" (runs of the same application and strategy) or "app" (across strategies)
     scope: str = "strategy"
+    #: the score (:func:`scores`)
+    kind: str = "ratio"
 
 
 @dataclass(frozen=True)
@@ -80,15 +84,28 @@ def conformal_rank(n: int, confidence: float) -> int:
     return math.ceil((n + 1) * confidence - 1e-9)
 
 
-def scores(outcomes: Sequence[RunOutcome]) -> list[float]:
-    """``|log(actual / predicted mean)|`` of each completed run with positive times."""
+def scores(outcomes: Sequence[RunOutcome], kind: str = RATIO) -> list[float]:
+    """Each completed run's score (runs without positive times give none).
+
+    ``ratio`` (what the service uses): ``|log(actual / mean)|``. ``scaled`` (for comparison,
+    ``bench_live_recalibration.py``): that log error over the model's own log half-width on
+    the side the run fell, so the bound is a multiple of each answer's own interval: an
+    answer the model is sure of gets a narrow one."""
     out = []
     for o in outcomes:
         if o.status != COMPLETED:
             continue
         j = judge(o)
-        if j.actual > 0 and j.mean > 0:
-            out.append(abs(math.log(j.actual / j.mean)))
+        if j.actual <= 0 or j.mean <= 0:
+            continue
+        err = math.log(j.actual / j.mean)
+        if kind == RATIO:
+            out.append(abs(err))
+            continue
+        side = j.high if err >= 0 else j.low
+        half = abs(math.log(side / j.mean)) if side > 0 else 0.0
+        if half > 0:  # an interval with no width on that side has no scale: no score
+            out.append(abs(err) / half)
     return out
 
 
@@ -97,10 +114,11 @@ def recalibration(
     confidence: float,
     min_runs: int = DEFAULT_MIN_RUNS,
     scope: str = "strategy",
+    kind: str = RATIO,
 ) -> Recalibration | None:
     """The bound from ``outcomes`` (the caller picks which: causal, newest ``last``); None
     with fewer than ``min_runs`` usable completed runs."""
-    s = sorted(scores(outcomes))
+    s = sorted(scores(outcomes, kind))
     if not s or len(s) < min_runs:
         return None
     n = len(s)
@@ -118,6 +136,7 @@ def recalibration(
         guaranteed=k <= n,
         median_ratio=statistics.median(ratios),
         scope=scope,
+        kind=kind,
     )
 
 
@@ -126,18 +145,25 @@ def grouped(
     every: Sequence[RunOutcome],
     confidence: float,
     min_runs: int = DEFAULT_MIN_RUNS,
+    kind: str = RATIO,
 ) -> Recalibration | None:
     """From the runs of the same strategy when there are ``min_runs`` of them, else from the
     application's runs across strategies (``every``), else None."""
-    return recalibration(same, confidence, min_runs, "strategy") or recalibration(
-        every, confidence, min_runs, "app"
+    return recalibration(same, confidence, min_runs, "strategy", kind) or recalibration(
+        every, confidence, min_runs, "app", kind
     )
 
 
 def widen(mean: float, low: float, high: float, r: Recalibration) -> Widened:
-    """The union of the model's interval and ``mean * [e^-q, e^q]``."""
-    new_low = min(low, mean * math.exp(-r.q))
-    new_high = max(high, mean * math.exp(r.q))
+    """The union of the model's interval and ``mean * [e^-q, e^q]`` (``scaled``: the model's
+    interval stretched ``q`` times in log around the mean)."""
+    if r.kind == RATIO:
+        lo, hi = mean * math.exp(-r.q), mean * math.exp(r.q)
+    else:
+        lo = mean * (low / mean) ** r.q if 0 < low < mean else low
+        hi = mean * (high / mean) ** r.q if high > mean > 0 else high
+    new_low = min(low, lo)
+    new_high = max(high, hi)
     width = high - low
     factor = (new_high - new_low) / width if width > 0 else math.inf
     return Widened(new_low, new_high, low, high, factor if new_high - new_low > width else 1.0)
@@ -149,9 +175,13 @@ def warning(r: Recalibration, w: Widened) -> str:
     text = (
         f"makespan interval widened from {r.runs} reported runs of {scope}: "
         f"[{w.model_low:.4g}, {w.model_high:.4g}] -> [{w.low:.4g}, {w.high:.4g}] s "
-        f"(x{w.factor:.3g} wider; {r.rank} of the {r.runs} took within a factor "
-        f"e^{r.q:.3g} = {math.exp(r.q):.3g} of their predicted mean; median actual/predicted "
-        f"{r.median_ratio:.3g})"
+        f"(x{w.factor:.3g} wider; {r.rank} of the {r.runs} took within "
+        + (
+            f"a factor e^{r.q:.3g} = {math.exp(r.q):.3g} of their predicted mean"
+            if r.kind == RATIO
+            else f"{r.q:.3g} times their interval's log half-width of their predicted mean"
+        )
+        + f"; median actual/predicted {r.median_ratio:.3g})"
     )
     if not r.guaranteed:
         need = math.ceil(r.confidence / (1 - r.confidence) - 1e-9)
@@ -204,7 +234,10 @@ class ReplayCoverage:
 
 
 def replay_coverage(
-    pairs: Sequence[Pair], min_runs: int = DEFAULT_MIN_RUNS, last: int = DEFAULT_LAST
+    pairs: Sequence[Pair],
+    min_runs: int = DEFAULT_MIN_RUNS,
+    last: int = DEFAULT_LAST,
+    kind: str = RATIO,
 ) -> ReplayCoverage:
     """Replay ``pairs`` in time order, recalibrating as the service does: each run's interval
     from the newest ``last`` runs that ended strictly before it was served (a run's end is
@@ -220,7 +253,7 @@ def replay_coverage(
         )
         same = [_outcome(i, q) for i, q in enumerate(ended) if q.group == p.group][-last:]
         every = [_outcome(i, q) for i, q in enumerate(ended)][-last:]
-        r = grouped(same, every, p.confidence, min_runs)
+        r = grouped(same, every, p.confidence, min_runs, kind)
         low, high = p.low, p.high
         m_in = p.low <= p.actual <= p.high
         if r is not None:

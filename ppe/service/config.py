@@ -153,6 +153,9 @@ class Settings:
     # computed from the newest `recalibration_last` of them.
     recalibration_min_runs: int = 8
     recalibration_last: int = 50
+    # Its score: "ratio" (|log(actual / mean)|) or "scaled" (over the model's own log
+    # half-width; narrower where the model is sure, docs/runs.md "Recalibrated intervals").
+    recalibration_score: str = "ratio"
     # What the store keeps, and how often each server trims it (store.retention).
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
@@ -169,6 +172,7 @@ class Settings:
             request_threads=int(os.environ.get("PPE_REQUEST_THREADS", "4")),
             planning_threads=int(os.environ.get("PPE_PLANNING_THREADS", "2")),
             dask_scheduler=os.environ.get("PPE_DASK_SCHEDULER") or None,
+            recalibration_score=recalibration_score_from_env(),
             **{
                 name: int(os.environ[env])
                 for name, env in _INT_ENV.items()
@@ -176,6 +180,15 @@ class Settings:
             },
             retention=RetentionPolicy.from_env(),
         )
+
+
+def recalibration_score_from_env() -> str:
+    """``PPE_RECALIBRATION_SCORE``: ``ratio`` (the default) or ``scaled``; anything else is a
+    configuration error, refused at start."""
+    value = os.environ.get("PPE_RECALIBRATION_SCORE", "").strip() or "ratio"
+    if value not in ("ratio", "scaled"):
+        raise ValueError(f"PPE_RECALIBRATION_SCORE must be ratio or scaled, not {value!r}")
+    return value
 
 
 #: Integer settings read from the environment when set (else the defaults above).

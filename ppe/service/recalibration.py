@@ -20,12 +20,14 @@ from sqlalchemy.orm import Session
 from ppe.evaluation.recalibration import (
     DEFAULT_LAST,
     DEFAULT_MIN_RUNS,
+    RATIO,
     Recalibration,
     grouped,
     warning,
     widen,
 )
 from ppe.service.accuracy import outcome
+from ppe.service.config import Settings
 from ppe.service.store.run_evidence import linked_runs
 
 
@@ -35,11 +37,21 @@ class RecalibrationPolicy:
 
     min_runs: int | None = DEFAULT_MIN_RUNS
     last: int = DEFAULT_LAST
+    #: the score (``ppe.evaluation.recalibration.scores``)
+    kind: str = RATIO
 
     @classmethod
-    def of(cls, min_runs: int, last: int) -> RecalibrationPolicy:
+    def of(cls, min_runs: int, last: int, kind: str = RATIO) -> RecalibrationPolicy:
         """From the settings: ``min_runs`` 0 (or less) or ``last`` below 1 turn it off."""
-        return cls(min_runs if min_runs > 0 and last > 0 else None, max(last, 1))
+        return cls(min_runs if min_runs > 0 and last > 0 else None, max(last, 1), kind)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> RecalibrationPolicy:
+        return cls.of(
+            settings.recalibration_min_runs,
+            settings.recalibration_last,
+            settings.recalibration_score,
+        )
 
 
 def app_recalibration(
@@ -59,7 +71,7 @@ def app_recalibration(
     usable = [(r, o) for r, o in found if o is not None]
     same = [o for r, o in usable if strategy is not None and r.strategy == strategy]
     newest = sorted(usable, key=lambda ro: ro[0].id, reverse=True)[: policy.last]
-    return grouped(same, [o for _, o in newest], confidence, policy.min_runs)
+    return grouped(same, [o for _, o in newest], confidence, policy.min_runs, policy.kind)
 
 
 def recalibrated(
@@ -84,6 +96,7 @@ def recalibrated(
         "rank": r.rank,
         "guaranteed": r.guaranteed,
         "median_ratio": r.median_ratio,
+        "score": r.kind,
     }
     return out, warning(r, w)
 

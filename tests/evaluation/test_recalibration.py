@@ -10,6 +10,7 @@ import pytest
 
 from ppe.evaluation.live import RunOutcome, Served
 from ppe.evaluation.recalibration import (
+    SCALED,
     Pair,
     conformal_rank,
     grouped,
@@ -138,3 +139,16 @@ def test_the_strategy_first_then_the_application() -> None:
     own = grouped(runs([0.1] * 8), mine + others, 0.8, min_runs=8)
     assert own is not None and own.scope == "strategy" and own.q == pytest.approx(0.1)
     assert grouped(mine, mine, 0.8, min_runs=8) is None
+
+
+def test_the_scaled_score_stretches_the_models_own_interval() -> None:
+    # SERVED is [9.5, 10.5] around 10: a run at 10 * 1.05^2 is two upper half-widths out (in
+    # log), one at 10 * 0.95^0.5 half a lower half-width.
+    two_up = RunOutcome(1, 0.0, "completed", 10.0 * 1.05**2, SERVED, 100)
+    half_down = RunOutcome(2, 0.0, "completed", 10.0 * 0.95**0.5, SERVED, 100)
+    assert scores([two_up, half_down], SCALED) == pytest.approx([2.0, 0.5])
+    r = recalibration([two_up] * 8, 0.8, min_runs=8, kind=SCALED)
+    assert r is not None and r.q == pytest.approx(2.0)
+    w = widen(20.0, 18.0, 21.0, r)  # each side stretched twice in log around the mean
+    assert (w.low, w.high) == pytest.approx((20 * 0.9**2, 20 * 1.05**2))
+    assert "2 times their interval's log half-width" in warning(r, w)

@@ -139,34 +139,52 @@ def test_runs_stored_after_the_answer_time_are_not_used(env, t0) -> None:  # typ
     assert live["runs"] == 16 and live["log_bound"] == pytest.approx(1.5)
 
 
-def test_the_setting_turns_it_off(db_url: str, env_tokens_factory) -> None:  # type: ignore[no-untyped-def]
-    tokens = env_tokens_factory(db_url)
-    app = create_app(Settings(database_url=db_url, recalibration_min_runs=0))
-    h = {"Authorization": f"Bearer {tokens['app']}"}
+class OwnEnv:
+    """The helpers' shape (client, h) over an app with its own settings."""
 
-    class Env:  # the helpers' shape
-        def __init__(self, client: TestClient) -> None:
-            self.client = client
+    def __init__(self, client: TestClient, tokens: dict[str, str]) -> None:
+        self.client, self.tokens = client, tokens
 
-        def h(self, role: str) -> dict[str, str]:
-            return {"Authorization": f"Bearer {tokens[role]}"}
+    def h(self, role: str) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.tokens[role]}"}
 
+
+def serve_after_runs(db_url: str, tokens: dict[str, str], **settings: Any) -> tuple[Any, Any]:
+    """On an app with ``settings``: a schedule, the eight LOGS runs against it, the next one."""
+    app = create_app(Settings(database_url=db_url, **settings))
     with TestClient(app) as client:
-        e = Env(client)
+        e = OwnEnv(client, tokens)
         post_measurements(e, time.time() - 3700)
         for host in ("h0", "h1"):
             register(e, host, {"benchmark": 2e-8})
         sid, m = served(e, "mean")
         post_runs(e, runs_against(sid, m["mean"], LOGS))
-        r = client.post(
-            "/api/v1/schedules",
-            json={
-                "app": "sor",
-                "n": N,
-                "iterations": 10,
-                "hosts": ["h0", "h1"],
-                "strategy": "mean",
-            },
-            headers=h,
-        ).json()
+        return m, schedule(e, "mean").json()
+
+
+def test_the_setting_turns_it_off(db_url: str, env_tokens_factory) -> None:  # type: ignore[no-untyped-def]
+    _, r = serve_after_runs(db_url, env_tokens_factory(db_url), recalibration_min_runs=0)
     assert "recalibrated" not in r["makespan"] and widened_part(r) == []
+
+
+def test_the_scaled_score_by_hand(db_url: str, env_tokens_factory) -> None:  # type: ignore[no-untyped-def]
+    m, r = serve_after_runs(db_url, env_tokens_factory(db_url), recalibration_score="scaled")
+    mean, (lo, hi) = m["mean"], m["interval"]
+    up, down = math.log(hi / mean), math.log(mean / lo)
+    q = max(x / up if x > 0 else -x / down for x in LOGS)  # rank 9 > 8: the largest score
+    got = r["makespan"]
+    assert got["recalibrated"]["score"] == "scaled"
+    assert got["recalibrated"]["log_bound"] == pytest.approx(q)
+    want = [min(lo, mean * (lo / mean) ** q), max(hi, mean * (hi / mean) ** q)]
+    assert got["interval"] == pytest.approx(want)
+    assert "times their interval's log half-width" in widened_part(r)[0]
+
+
+def test_an_unknown_score_is_refused_at_start(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PPE_RECALIBRATION_SCORE", "median")
+    with pytest.raises(ValueError, match="ratio or scaled"):
+        Settings.from_env()
+    monkeypatch.setenv("PPE_RECALIBRATION_SCORE", "scaled")
+    monkeypatch.setenv("PPE_RECALIBRATION_MIN_RUNS", "12")
+    got = Settings.from_env()
+    assert (got.recalibration_score, got.recalibration_min_runs) == ("scaled", 12)

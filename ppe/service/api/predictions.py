@@ -64,7 +64,7 @@ def _serve_prediction(
     result = answer.result
     c = body.confidence
     pred = result.prediction
-    policy = RecalibrationPolicy.of(settings.recalibration_min_runs, settings.recalibration_last)
+    policy = RecalibrationPolicy.from_settings(settings)
     app = body.model if body.grammar is None else None
     makespan, notes = serve(session, app, None, result.makespan.to_dict(c), c, body.at, policy)
     response: dict[str, Any] = {

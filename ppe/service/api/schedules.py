@@ -73,7 +73,7 @@ def _serve_schedule(
     answer (in a planning thread). The memo keeps the model's answer: new runs count at once."""
     with domain_errors():
         answer = planning.schedule(body, session, forecasts, index, memo)
-    policy = RecalibrationPolicy.of(settings.recalibration_min_runs, settings.recalibration_last)
+    policy = RecalibrationPolicy.from_settings(settings)
     makespan, notes = serve(
         session, body.app, body.strategy, answer.makespan, body.confidence, body.at, policy
     )
