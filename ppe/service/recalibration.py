@@ -17,6 +17,7 @@ from typing import Any
 
 from sqlalchemy.orm import Session
 
+from ppe.evaluation.live import RunOutcome
 from ppe.evaluation.recalibration import (
     DEFAULT_LAST,
     DEFAULT_MIN_RUNS,
@@ -66,12 +67,13 @@ def app_recalibration(
     the newest ``policy.last`` linked runs stored before ``before``."""
     if policy.min_runs is None:
         return None
-    runs = linked_runs(session, app, None, policy.last, before=before)
-    found = [(r, outcome(r)) for r in runs]
-    usable = [(r, o) for r, o in found if o is not None]
-    same = [o for r, o in usable if strategy is not None and r.strategy == strategy]
-    newest = sorted(usable, key=lambda ro: ro[0].id, reverse=True)[: policy.last]
-    return grouped(same, [o for _, o in newest], confidence, policy.min_runs, policy.kind)
+
+    def read(strat: str | None) -> list[RunOutcome]:
+        runs = linked_runs(session, app, strat, policy.last, before=before, per_group=False)
+        return [o for o in map(outcome, runs) if o is not None]
+
+    same = read(strategy) if strategy is not None else []
+    return grouped(same, read(None), confidence, policy.min_runs, policy.kind)
 
 
 def recalibrated(
