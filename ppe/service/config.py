@@ -148,7 +148,7 @@ class Settings:
     # Completed runs a host needs before planning uses the benchmark calibrated from them in
     # place of a missing one (ppe.service.calibration).
     calibration_min_runs: int = 3
-    # Completed runs of an application (linked to served answers) before its served makespan
+    # Completed runs of an application (linked to served schedules) before its served makespan
     # intervals are widened by them (ppe.service.recalibration); 0 turns it off. The bound is
     # computed from the newest `recalibration_last` of them.
     recalibration_min_runs: int = 8

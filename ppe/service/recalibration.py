@@ -1,6 +1,6 @@
 """Served makespan intervals widened by what the application's reported runs say.
 
-Reads the runs linked to served schedules and predictions (``store.run_evidence.linked_runs``,
+Reads the runs linked to served schedules (``store.run_evidence.linked_runs``,
 the join live accuracy reads) that were stored strictly before the answer is served, and lets
 ``ppe.evaluation.recalibration`` compute the bound. Same application and strategy when that
 group has ``min_runs`` completed runs, else the application across strategies, else nothing.
