@@ -148,6 +148,14 @@ class Settings:
     # Completed runs a host needs before planning uses the benchmark calibrated from them in
     # place of a missing one (ppe.service.calibration).
     calibration_min_runs: int = 3
+    # Completed runs of an application (linked to served schedules) before its served makespan
+    # intervals are widened by them (ppe.service.recalibration); 0 turns it off. The bound is
+    # computed from the newest `recalibration_last` of them.
+    recalibration_min_runs: int = 8
+    recalibration_last: int = 50
+    # Its score: "ratio" (|log(actual / mean)|) or "scaled" (over the model's own log
+    # half-width; narrower where the model is sure, docs/runs.md "Recalibrated intervals").
+    recalibration_score: str = "ratio"
     # What the store keeps, and how often each server trims it (store.retention).
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
@@ -164,6 +172,7 @@ class Settings:
             request_threads=int(os.environ.get("PPE_REQUEST_THREADS", "4")),
             planning_threads=int(os.environ.get("PPE_PLANNING_THREADS", "2")),
             dask_scheduler=os.environ.get("PPE_DASK_SCHEDULER") or None,
+            recalibration_score=recalibration_score_from_env(),
             **{
                 name: int(os.environ[env])
                 for name, env in _INT_ENV.items()
@@ -171,6 +180,15 @@ class Settings:
             },
             retention=RetentionPolicy.from_env(),
         )
+
+
+def recalibration_score_from_env() -> str:
+    """``PPE_RECALIBRATION_SCORE``: ``ratio`` (the default) or ``scaled``; anything else is a
+    configuration error, refused at start."""
+    value = os.environ.get("PPE_RECALIBRATION_SCORE", "").strip() or "ratio"
+    if value not in ("ratio", "scaled"):
+        raise ValueError(f"PPE_RECALIBRATION_SCORE must be ratio or scaled, not {value!r}")
+    return value
 
 
 #: Integer settings read from the environment when set (else the defaults above).
@@ -183,4 +201,6 @@ _INT_ENV = {
     "trace_max_rows": "PPE_TRACE_MAX_ROWS",
     "trace_max_total_rows": "PPE_TRACE_MAX_TOTAL_ROWS",
     "calibration_min_runs": "PPE_CALIBRATION_MIN_RUNS",
+    "recalibration_min_runs": "PPE_RECALIBRATION_MIN_RUNS",
+    "recalibration_last": "PPE_RECALIBRATION_LAST",
 }

@@ -10,11 +10,13 @@ from sqlalchemy.orm import Session
 
 from ppe.service import planning
 from ppe.service.auth import APP_USE, require
+from ppe.service.config import Settings
 from ppe.service.deps import (
     ForecastCacheDep,
     IndexCacheDep,
     MetricsDep,
     SessionDep,
+    SettingsDep,
     commit,
     planning_thread,
 )
@@ -22,6 +24,7 @@ from ppe.service.errors import PLANNING, ROUTER_RESPONSES, ProblemRoute, domain_
 from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics
 from ppe.service.planning import IndexCache
+from ppe.service.recalibration import RecalibrationPolicy, serve
 from ppe.service.responses import json_response
 from ppe.service.schemas import PredictionRequest
 from ppe.service.store.models import ServedLog
@@ -38,9 +41,10 @@ async def post_prediction(
     _role: Annotated[str, Depends(require(*APP_USE))],
     forecasts: ForecastCacheDep,
     index: IndexCacheDep,
+    settings: SettingsDep,
 ) -> Response:
     return await planning_thread(
-        request, partial(_serve_prediction, body, session, metrics, forecasts, index)
+        request, partial(_serve_prediction, body, session, metrics, forecasts, index, settings)
     )
 
 
@@ -50,15 +54,21 @@ def _serve_prediction(
     metrics: Metrics,
     forecasts: ForecastCache,
     index: IndexCache,
+    settings: Settings,
 ) -> Response:
-    """Predict, log what is served, and answer (in a planning thread)."""
+    """Predict, widen the interval by the model's reported runs (a named model is the
+    application; grammar text names none), log what is served, and answer (in a planning
+    thread)."""
     with domain_errors():
         answer = planning.predict(body, session, forecasts, index)
     result = answer.result
     c = body.confidence
     pred = result.prediction
+    policy = RecalibrationPolicy.from_settings(settings)
+    app = body.model if body.grammar is None else None
+    makespan, notes = serve(session, app, None, result.makespan.to_dict(c), c, body.at, policy)
     response: dict[str, Any] = {
-        "makespan": result.makespan.to_dict(c),
+        "makespan": makespan,
         "hosts": [
             {
                 "host": h,
@@ -74,7 +84,7 @@ def _serve_prediction(
         "seed": getattr(pred, "seed", None),
         "horizon_s": result.horizon_s,
         "rounds": result.rounds,
-        "warnings": [*answer.notes, *result.warnings],
+        "warnings": [*answer.notes, *result.warnings, *notes],
     }
     log = ServedLog(kind="prediction", request=body.model_dump(mode="json"), response=response)
     session.add(log)

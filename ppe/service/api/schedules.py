@@ -11,12 +11,14 @@ from sqlalchemy.orm import Session
 
 from ppe.service import planning
 from ppe.service.auth import APP_USE, READ, require
+from ppe.service.config import Settings
 from ppe.service.deps import (
     ForecastCacheDep,
     IndexCacheDep,
     MetricsDep,
     PlanMemoDep,
     SessionDep,
+    SettingsDep,
     commit,
     planning_thread,
 )
@@ -32,6 +34,7 @@ from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics
 from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
+from ppe.service.recalibration import RecalibrationPolicy, serve
 from ppe.service.responses import json_response
 from ppe.service.schemas import IdPath, ScheduleRequest
 from ppe.service.store.models import ServedLog
@@ -49,9 +52,11 @@ async def post_schedule(
     forecasts: ForecastCacheDep,
     index: IndexCacheDep,
     memo: PlanMemoDep,
+    settings: SettingsDep,
 ) -> Response:
     return await planning_thread(
-        request, partial(_serve_schedule, body, session, metrics, forecasts, index, memo)
+        request,
+        partial(_serve_schedule, body, session, metrics, forecasts, index, memo, settings),
     )
 
 
@@ -62,20 +67,26 @@ def _serve_schedule(
     forecasts: ForecastCache,
     index: IndexCache,
     memo: PlanMemo,
+    settings: Settings,
 ) -> Response:
-    """Plan, log what is served, and answer (in a planning thread)."""
+    """Plan, widen the interval by the application's reported runs, log what is served, and
+    answer (in a planning thread). The memo keeps the model's answer: new runs count at once."""
     with domain_errors():
         answer = planning.schedule(body, session, forecasts, index, memo)
+    policy = RecalibrationPolicy.from_settings(settings)
+    makespan, notes = serve(
+        session, body.app, body.strategy, answer.makespan, body.confidence, body.at, policy
+    )
     response: dict[str, Any] = {
         "app": body.app,
         "strategy": body.strategy,
         "allocation": answer.allocation,
-        "makespan": answer.makespan,
+        "makespan": makespan,
         "horizon_s": answer.horizon_s,
         "rounds": answer.rounds,
         "engine": answer.engine,
         "inputs": planning.inputs_report(answer.inputs, body.confidence, body.at),
-        "warnings": list(answer.warnings),
+        "warnings": [*answer.warnings, *notes],
     }
     if answer.replan is not None:
         response["replan"] = answer.replan

@@ -36,16 +36,22 @@ class LinkedRun:
 
 
 def linked_runs(
-    session: Session, app: str | None, strategy: str | None, last: int
+    session: Session,
+    app: str | None,
+    strategy: str | None,
+    last: int,
+    before: float | None = None,
+    per_group: bool = True,
 ) -> list[LinkedRun]:
     """The newest ``last`` runs of every (application, strategy) linked to a served schedule,
-    newest first; both filters optional. One query: a window function ranks each group's runs
-    (SQLite >= 3.25 and PostgreSQL alike)."""
+    newest first; both filters optional. ``before``: only runs stored (reported) strictly
+    before that time, so that what is served at a time rests on nothing reported later.
+    One query: a window function ranks each group's runs (SQLite >= 3.25 and PostgreSQL
+    alike). ``per_group`` False: the newest ``last`` of all that match, in one plain
+    ``ORDER BY id DESC LIMIT`` that walks the ``(app, id)`` index and stops there; what
+    answers read on every request (the window ranks every run of the application)."""
     strat = ServedLog.response["strategy"].as_string()
-    rank = (
-        func.row_number().over(partition_by=(Run.app, strat), order_by=Run.id.desc()).label("rank")
-    )
-    inner = select(
+    columns = (
         Run.id,
         Run.app,
         strat.label("strategy"),
@@ -55,18 +61,28 @@ def linked_runs(
         Run.params,
         ServedLog.response["makespan"].label("makespan"),
         ServedLog.request["iterations"].label("asked"),
-        rank,
-    ).join(ServedLog, ServedLog.id == Run.schedule_id)
+    )
+    if per_group:
+        rank = func.row_number().over(partition_by=(Run.app, strat), order_by=Run.id.desc())
+        inner = select(*columns, rank.label("rank"))
+    else:
+        inner = select(*columns)
+    inner = inner.join(ServedLog, ServedLog.id == Run.schedule_id)
     if app is not None:
         inner = inner.where(Run.app == app)
     if strategy is not None:
         inner = inner.where(strat == strategy)
-    ranked = inner.subquery()
-    rows = session.execute(
-        select(ranked)
-        .where(ranked.c.rank <= last)
-        .order_by(ranked.c.app, ranked.c.strategy, ranked.c.id.desc())
-    ).all()
+    if before is not None:
+        inner = inner.where(Run.created_at < before)
+    if per_group:
+        ranked = inner.subquery()
+        rows = session.execute(
+            select(ranked)
+            .where(ranked.c.rank <= last)
+            .order_by(ranked.c.app, ranked.c.strategy, ranked.c.id.desc())
+        ).all()
+    else:
+        rows = session.execute(inner.order_by(Run.id.desc()).limit(last)).all()
     return [
         LinkedRun(
             id=r.id,
