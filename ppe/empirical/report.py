@@ -234,8 +234,20 @@ class Fit:
 
     def to_stochastic(self, point: Mapping[str, float]) -> StochasticValue:
         """The run time at ``point`` as a PPE value (what ``empirical(...)`` in a performance
-        model reads), checked as :meth:`predict` checks it."""
+        model reads), checked as :meth:`predict` checks it.  A negative mean is refused: runs
+        are never negative, so the model does not hold there (a negative high-order term
+        outgrowing the others far beyond the runs), and an engine that clips the value at
+        zero would serve a number the model never said."""
         self.check_point(point)
+        mean = float(self.model.predict_arrays([point], "mean")[0][0])
+        if mean < 0.0:
+            ranges = ", ".join(f"{p} {lo:g}..{hi:g}" for p, (lo, hi) in self.model.ranges.items())
+            raise EmpiricalError(
+                f"the fit of {self.key.label()} predicts a negative value ({mean:.4g}) at "
+                f"{_point_text(point)}: runs are never negative, so the model does not hold "
+                f"there (measured: {ranges}); measure nearer that point, or save another fit",
+                name=next(iter(point), None),
+            )
         return self.model.to_stochastic(point)
 
     def check_point(self, point: Mapping[str, float]) -> None:

@@ -192,3 +192,21 @@ def test_an_unknown_application_says_what_would_make_it_known(fed) -> None:  # n
     r = schedule(fed, app="heat")
     assert r.status_code == 422, r.text
     assert "'row' kernel" in r.text
+
+
+def test_a_fit_that_extrapolates_to_a_negative_time_is_refused(fed) -> None:  # noqa: F811
+    """The search's matmul model (a negative n^3 log2(n)^2 term) turns negative far beyond
+    its range; a run's value is never negative, so a performance model reading it there is
+    a 422 naming the point, not a schedule of negative times."""
+    post_kernels(fed)
+    grammar = (
+        'param n\nHostTime[p] = empirical("numpy", "matmul", n = n) * rows[p]\n'
+        "ExecTime = max(p in hosts: HostTime[p])"
+    )
+    alloc = [{"host": "h0", "rows": 65536}]
+    body = {"grammar": grammar, "params": {"n": 65536}, "allocation": alloc}
+    r = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app"))
+    assert r.status_code == 422, r.text
+    assert "negative" in r.text and "n=65536" in r.text, r.text
+    body = {**body, "params": {"n": 2048}, "allocation": [{"host": "h0", "rows": 2048}]}
+    assert fed.client.post(PREDICTIONS, json=body, headers=fed.h("app")).status_code == 200
