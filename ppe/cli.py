@@ -189,6 +189,19 @@ def _add_model_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) 
         metavar="n=1200,p=8",
         help="a point to predict at (repeatable)",
     )
+    fit.add_argument(
+        "--suggest",
+        type=int,
+        default=None,
+        metavar="N",
+        help="also list the N runs to measure next that most narrow the intervals at the "
+        "--predict points",
+    )
+    fit.add_argument(
+        "--by-cost",
+        action="store_true",
+        help="with --suggest: rank runs by narrowing per unit of predicted time, not per run",
+    )
     fit.add_argument("--json", action="store_true", help="one JSON object instead of a table")
     _db_arg(fit)
 
@@ -549,6 +562,13 @@ def cmd_model_fit(args: argparse.Namespace) -> int:
             except EmpiricalError as exc:
                 raise _BadInput(f"--predict {text}: {exc.message}") from None
         report = fit.report(points)
+        if args.suggest is not None:
+            if args.suggest < 1:
+                raise _BadInput(f"--suggest {args.suggest}: the budget is at least 1 run")
+            if not points:
+                raise _BadInput("--suggest plans for the sizes you care about: give --predict")
+            report["suggested"] = fit.suggest(args.suggest, points, args.by_cost)
+            report["suggested_per"] = "time" if args.by_cost else "run"
     except _BadInput as exc:
         print(f"ppe model fit: {exc}", file=sys.stderr)
         return 2
@@ -673,6 +693,11 @@ def _print_fit(report: dict[str, Any]) -> None:
         lo_hi = "-" if band is None else f"[{band[0]:.4g}, {band[1]:.4g}]"
         note = "  extrapolated" if p["extrapolated"] else ""
         print(f"  {point:<28}  {p['mean']:>12.4g}  {lo_hi:<27}{note}")
+    if "suggested" in report:
+        per = "unit of predicted time" if report["suggested_per"] == "time" else "run"
+        print(f"  measure next (most narrowing the intervals above, per {per}):")
+        for i, point in enumerate(report["suggested"], 1):
+            print(f"  {i:>4}. " + ", ".join(f"{k}={v:g}" for k, v in point.items()))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

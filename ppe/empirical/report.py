@@ -29,6 +29,7 @@ from .model import EmpiricalModel, default_noise, fit_weights
 from .prophecy import PROPHECY_TYPES, fit_graph_type, one_parameter
 from .runs import RunRecord
 from .search import relative_losses, search
+from .suggest import suggest_next
 
 SEARCH = "search"
 #: What ``type`` may ask for: the normal-form search, Prophecy's 12 graph types and "unknown".
@@ -228,11 +229,25 @@ class Fit:
     requested: str
     model: EmpiricalModel
     fixed: dict[str, float]
+    #: The measurements fitted (None for a stored model): what :meth:`suggest` plans from.
+    data: Measurements | None = dataclasses.field(default=None, compare=False, repr=False)
 
     def to_stochastic(self, point: Mapping[str, float]) -> StochasticValue:
         """The run time at ``point`` as a PPE value (what ``empirical(...)`` in a performance
-        model reads), checked as :meth:`predict` checks it."""
+        model reads), checked as :meth:`predict` checks it.  A negative mean is refused: runs
+        are never negative, so the model does not hold there (a negative high-order term
+        outgrowing the others far beyond the runs), and an engine that clips the value at
+        zero would serve a number the model never said."""
         self.check_point(point)
+        mean = float(self.model.predict_arrays([point], "mean")[0][0])
+        if mean < 0.0:
+            ranges = ", ".join(f"{p} {lo:g}..{hi:g}" for p, (lo, hi) in self.model.ranges.items())
+            raise EmpiricalError(
+                f"the fit of {self.key.label()} predicts a negative value ({mean:.4g}) at "
+                f"{_point_text(point)}: runs are never negative, so the model does not hold "
+                f"there (measured: {ranges}); measure nearer that point, or save another fit",
+                name=next(iter(point), None),
+            )
         return self.model.to_stochastic(point)
 
     def check_point(self, point: Mapping[str, float]) -> None:
@@ -276,6 +291,27 @@ class Fit:
             extrapolated=extrapolated,
         )
 
+    def suggest(
+        self, budget: int, targets: Sequence[Mapping[str, float]], by_cost: bool = False
+    ) -> list[dict[str, float]]:
+        """The ``budget`` runs to measure next that most narrow the intervals at ``targets``
+        (:func:`~.suggest.suggest_next`; per run, or with ``by_cost`` per unit of predicted
+        time, which favours cheap small runs), each with the fixed parameters at their
+        values, so it can be run as it stands."""
+        if self.data is None:
+            raise EmpiricalError("a stored model keeps no runs to plan from: fit the runs")
+        if not targets:
+            raise EmpiricalError("name at least one target point (the sizes you care about)")
+        varying = []
+        for point in targets:
+            self.check_point(point)
+            missing = [p for p in self.model.params if p not in point]
+            if missing:
+                raise EmpiricalError(f"a target names no {missing[0]!r}", name=missing[0])
+            varying.append({p: float(point[p]) for p in self.model.params})
+        picked = suggest_next(self.data, budget, varying, model=self.model, by_cost=by_cost)
+        return [{**p, **self.fixed} for p in picked]
+
     def report(self, points: Sequence[Mapping[str, float]] = ()) -> dict[str, Any]:
         """The fit and a prediction at each of ``points`` (raises on the first bad point)."""
         m = self.model
@@ -315,4 +351,4 @@ def fit_series(
     model = fit_model(data, kind, x)
     if model.cv_error is None:
         model = dataclasses.replace(model, cv_error=cv_error(model, data))
-    return Fit(key, kind, model, fixed)
+    return Fit(key, kind, model, fixed, data)

@@ -249,3 +249,66 @@ def test_a_file_that_is_not_runs(tmp_path: Path, capsys) -> None:  # type: ignor
     header = tmp_path / "header.csv"
     header.write_text("a,b,c\n1,2,3\n")
     assert "header" in fails(capsys, str(header))
+
+
+# ------------------------------------------------------------------------ next runs
+
+
+def test_suggested_runs_narrow_the_target_interval(tmp_path: Path, capsys) -> None:  # type: ignore[no-untyped-def]
+    """--suggest N lists N runnable points (fixed parameters included); measuring them
+    narrows the 95 % interval at the --predict point more than as many runs at the smallest
+    measured size would."""
+    rng = np.random.default_rng(11)
+
+    def truth(n: float) -> float:
+        return 0.5 + 2e-4 * n**2
+
+    def run(n: float) -> tuple[float, float]:
+        return (n, truth(n) * (1 + 0.03 * rng.standard_normal()))
+
+    sizes = [8.0, 16.0, 32.0, 64.0, 128.0]
+    rows = [run(n) for n in sizes for _ in range(3)]
+    path = write_csv(tmp_path / "q.csv", rows)
+    out = fit_json(capsys, str(path), "--predict", "n=1024", "--suggest", "3")
+    suggested = out["suggested"]
+    assert len(suggested) == 3 and all(set(p) == {"n"} for p in suggested)
+    assert out["suggested_per"] == "run"
+
+    def width_after(extra: list[float], name: str) -> float:
+        more = write_csv(tmp_path / name, rows + [run(n) for n in extra])
+        lo, hi = fit_json(capsys, str(more), "--predict", "n=1024")["predictions"][0]["interval"]
+        return float(hi - lo)
+
+    planned = width_after([p["n"] for p in suggested], "planned.csv")
+    small = width_after([sizes[0]] * 3, "small.csv")
+    assert planned < small
+    # fixed parameters come back in each point; the table lists them
+    assert (
+        cli_main(
+            [
+                "model",
+                "fit",
+                str(KERNELS),
+                "--kernel",
+                "matmul",
+                "--predict",
+                "n=4096",
+                "--suggest",
+                "2",
+            ]
+        )
+        == 0
+    )
+    table = capsys.readouterr().out
+    assert "measure next" in table and table.count(", p=1\n") == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--suggest", "2"], "give --predict"),
+        (["--suggest", "0", "--predict", "n=4096"], "at least 1 run"),
+    ],
+)
+def test_suggest_bad_input(capsys, args: list[str], says: str) -> None:  # type: ignore[no-untyped-def]
+    assert says in fails(capsys, str(KERNELS), "--kernel", "matmul", *args)

@@ -290,8 +290,9 @@ def test_unstable_couplings_are_named(env) -> None:  # type: ignore[no-untyped-d
 
 def test_coupling_bad_input(env) -> None:  # type: ignore[no-untyped-def]
     post_runs(env, [r for r in loop_runs(100) if r["kernel"] != "C+A"])
-    why = refused(couple(env, kernels=["A", "B", "C"]), "coupling", "kernels")
+    why = refused(couple(env, kernels=["A", "B", "C"], save=True), "coupling", "kernels")
     assert "'C' and 'A' were never run as a pair" in why and "C+A" in why
+    assert env.client.get(COUPLING, headers=env.h("app")).json() == []  # nothing kept
     assert couple(env, kernels=["A", "B"]).status_code == 200  # a two-kernel loop: A+B only
     why = refused(couple(env, kernels=["A", "D"]), "coupling", "kernels")
     assert "'D' was never run alone" in why

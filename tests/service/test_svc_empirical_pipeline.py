@@ -82,6 +82,35 @@ def test_an_application_known_only_from_runs_is_scheduled(fed) -> None:  # noqa:
     assert out["makespan"]["mean"] == pytest.approx(fixed["makespan"]["mean"], rel=0.02)
 
 
+def test_an_application_known_only_from_runs_is_predicted(fed) -> None:  # noqa: F811
+    """POST /predictions by the application's name, as for SOR: the strip model over the
+    fitted row time, with the CPU forecasts applied; the same mean as the strip model with the
+    fitted mean written in, and a wider interval (the model's own uncertainty)."""
+    post_runs(fed, sweep_rows())
+    alloc = [{"host": "h0", "rows": 1200}, {"host": "h1", "rows": 800}]
+    body = {"model": "heat", "params": {"n": 2000, "iterations": 50}, "allocation": alloc}
+    r = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app"))
+    assert r.status_code == 200, r.text
+    out = r.json()
+    assert any("heat/row" in w for w in out["warnings"]), out["warnings"]
+    mean = row_time(fed, 2000)["mean"]
+    fixed = fed.client.post(
+        "/api/v1/models",
+        json={"name": "heat-fixed", "text": strip_grammar(mean)},
+        headers=fed.h("app"),
+    )
+    assert fixed.status_code in (200, 201), fixed.text
+    plain = fed.client.post(PREDICTIONS, json={**body, "model": "heat-fixed"}, headers=fed.h("app"))
+    assert plain.status_code == 200, plain.text
+    ms, pm = out["makespan"], plain.json()["makespan"]
+    assert ms["mean"] == pytest.approx(pm["mean"], rel=0.02)
+    assert ms["interval"][1] - ms["interval"][0] > pm["interval"][1] - pm["interval"][0]
+    # no runs and no model: the same refusal as a schedule gives
+    r = fed.client.post(PREDICTIONS, json={**body, "model": "cold"}, headers=fed.h("app"))
+    assert r.status_code == 422, r.text
+    assert r.json()["detail"][0]["field"] == "model" and "'row' kernel" in r.text
+
+
 def test_new_runs_change_the_answer_at_once(fed) -> None:  # noqa: F811
     post_runs(fed, sweep_rows())
     first = schedule(fed, app="heat").json()["makespan"]["mean"]
@@ -163,3 +192,21 @@ def test_an_unknown_application_says_what_would_make_it_known(fed) -> None:  # n
     r = schedule(fed, app="heat")
     assert r.status_code == 422, r.text
     assert "'row' kernel" in r.text
+
+
+def test_a_fit_that_extrapolates_to_a_negative_time_is_refused(fed) -> None:  # noqa: F811
+    """The search's matmul model (a negative n^3 log2(n)^2 term) turns negative far beyond
+    its range; a run's value is never negative, so a performance model reading it there is
+    a 422 naming the point, not a schedule of negative times."""
+    post_kernels(fed)
+    grammar = (
+        'param n\nHostTime[p] = empirical("numpy", "matmul", n = n) * rows[p]\n'
+        "ExecTime = max(p in hosts: HostTime[p])"
+    )
+    alloc = [{"host": "h0", "rows": 65536}]
+    body = {"grammar": grammar, "params": {"n": 65536}, "allocation": alloc}
+    r = fed.client.post(PREDICTIONS, json=body, headers=fed.h("app"))
+    assert r.status_code == 422, r.text
+    assert "negative" in r.text and "n=65536" in r.text, r.text
+    body = {**body, "params": {"n": 2048}, "allocation": [{"host": "h0", "rows": 2048}]}
+    assert fed.client.post(PREDICTIONS, json=body, headers=fed.h("app")).status_code == 200

@@ -266,8 +266,28 @@ def test_a_system_lacking_a_measured_figure_is_told_what_would_supply_it(env: En
     seed_systems(env)
     assert post(env, tmpl(text="N * MPISR(L)")).status_code == 201
     r = evaluate(env, params={"N": 3, "L": 10}, systems=["h2"])
-    [h2] = r.json()["results"]
-    assert h2["problem"]["name"] == "latency" and "measurements" in h2["problem"]["message"]
+    assert r.status_code == 422, r.text  # the one system chosen cannot give a value
+    [h2] = r.json()["detail"]
+    assert h2["type"] == "missing_system_parameter"
+    assert h2["name"] == "latency" and "measurements" in h2["message"]
+    assert "'h2'" in h2["message"]
+
+
+def test_chosen_systems_that_all_lack_a_parameter_are_a_422_naming_it(env: Env) -> None:
+    """Issue 18's bad input: a template naming a system parameter the chosen system lacks
+    is a 4xx; a list where some systems have a value still answers per system."""
+    seed_systems(env)
+    assert post(env, tmpl()).status_code == 201
+    r = evaluate(env, params=PARAMS, systems=["h2"])
+    assert r.status_code == 422, r.text
+    [p] = r.json()["detail"]
+    assert p["type"] == "missing_system_parameter" and p["name"] == "ADDM"
+    assert "system 'h2' has no parameter 'ADDM'" in p["message"]
+    r = evaluate(env, params=PARAMS, systems=["h0", "h2"])
+    assert r.status_code == 200, r.text
+    h0, h2 = r.json()["results"]
+    assert h0["value"] is not None and h2["value"] is None
+    assert h2["problem"]["name"] == "ADDM"
 
 
 def test_given_parameters_override_the_systems(env: Env) -> None:

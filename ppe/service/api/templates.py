@@ -166,13 +166,19 @@ def evaluate_template(
     cache: ForecastCacheDep,
 ) -> TemplateValues:
     """The template on each system named (every registered resource when ``systems`` is
-    null): per system its value, or a problem naming the parameter it lacks."""
+    null): per system its value, or a problem naming the parameter it lacks. When the
+    systems were named and none gives a value, the request itself is a 422 (their problems):
+    a caller who chose the system gets an error, not a 200 without a number; a survey of
+    every system (``null``) or a list with some values answers per system."""
     t = _stored_or_404(session, name)
     app, text = t.app, t.text
     with domain_errors():
         template = compile_template(text)
         systems = read_systems(session, cache, body.systems)
         results = evaluate_on_systems(template, body.params, systems)
+    failed = [r.problem for r in results if r.problem is not None]
+    if body.systems is not None and results and len(failed) == len(results):
+        raise HTTPException(422, [p.to_dict() for p in failed])
     return TemplateValues(
         template=name,
         app=app,
