@@ -512,7 +512,7 @@ def simulate_whatif(
     opts, so = options or Options(), sim or SimOptions()
     for p in whatif.points:
         check_simulable(p)
-    resources = resolve(whatif, resolver)
+    resources = resolve(whatif, resolver, pick_warmup=so.warmup_s)
     workers = so.workers if so.workers > 0 else (os.cpu_count() or 1)
     workers = min(workers, so.starts)
     if workers > 1:
