@@ -11,6 +11,7 @@ import pytest
 from ppe.whatif import LoadTrace, Problem, SpecError, evaluate, parse_spec, resolve
 from ppe.whatif.resolve import pick_quietest
 from ppe.whatif_cli import FileResolver
+from ppe.whatif_cli import main as whatif_main
 
 from .conftest import MemoryResolver, cluster
 
@@ -215,3 +216,18 @@ def test_the_worked_example_now_plus_32_quiet_and_a_network_twice_as_fast() -> N
         for name, comm in slow["comm"].items():  # type: ignore[attr-defined]
             assert comm / 2 < fast["comm"][name] < comm  # type: ignore[index]
         assert float(fast["mean"]) < float(slow["mean"])  # type: ignore[arg-type]
+
+
+def test_the_simulated_path_runs_on_the_picked_traces_and_says_from_which_window(
+    folder: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = folder / "s.toml"
+    spec.write_text(_spec('{kind = "traces", dir = "traces/hosts", pick = "quietest", count = 2}'))
+    assert (
+        whatif_main([str(spec), "--simulate", "--starts", "2", "--out", str(folder / "r.json")])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert "simulated at 2 start time(s)" in out
+    assert "note: nodeset 'node': the 2 quietest of 5 traces in 'traces/hosts'" in out
+    assert "over the samples before 86400 s): c (0.990 ± 0.000), d (0.950 ± 0.000)" in out
