@@ -30,7 +30,7 @@ from pathlib import Path
 
 import scheduler
 from ppe.pmac import MachineProfile, profile_from_json
-from ppe.traces import read_trace
+from ppe.traces import read_trace, trace_files
 from ppe.whatif import (
     LoadTrace,
     Options,
@@ -63,6 +63,12 @@ class FileResolver:
     def trace(self, ref: str) -> LoadTrace:
         t = read_trace(self.traces / ref).alive()
         return LoadTrace(t.name, t.timestamps, t.availability)
+
+    def trace_dir(self, ref: str) -> list[str]:
+        folder = self.traces / ref
+        if not folder.is_dir():
+            raise ResolveError(f"no such folder {str(folder)!r}")
+        return [f"{ref.rstrip('/')}/{f.name}" for f in trace_files(folder)]
 
     def text(self, ref: str) -> str:
         return self._path(ref).read_text()

@@ -205,6 +205,23 @@ def test_tour_blocks_are_found_and_marked() -> None:
     assert "ppe replay examples/traces/" in runnable and "../shared" not in runnable
 
 
+def whatif_tables(output: str) -> list[dict[int | None, float]]:
+    """The predicted means of each `ppe whatif` table printed, by its first column's value
+    (None for a table without a sweep)."""
+    tables: list[dict[int | None, float]] = []
+    header: list[str] = []
+    for line in output.splitlines():
+        cells = line.split()
+        if "mean s" in line and "interval s" in line:
+            header = re.split(r"\s{2,}", line.strip())
+            tables.append({})
+        elif tables and header and cells and re.fullmatch(r"[0-9.]+", cells[0]):
+            row = re.split(r"\s{2,}", line.strip())
+            key = None if header[0] == "mean s" else int(float(row[0]))
+            tables[-1][key] = float(row[header.index("mean s")])
+    return tables
+
+
 @pytest.mark.slow
 def test_readme_tour_runs_as_written(
     served_clone: tuple[Path, MakeRun, dict[str, str]],
@@ -248,6 +265,15 @@ def test_readme_tour_runs_as_written(
     assert len(predictions) == 1 and predictions[0]["makespan"]["mean"] > 0
     assert (clone / "report.json").is_file() and (clone / "report.html").is_file()
     assert (clone / "whatif.html").is_file()  # ppe whatif --html
+    # the worked example: the Bitbrains hosts now, + 8/16/32 like the quietest, a 2x network
+    (k,) = [i for i, b in enumerate(blocks) if "bitbrains-more.toml" in b.text]
+    now, more, faster = whatif_tables(outputs[k])
+    assert list(now) == [None] and list(more) == list(faster) == [8, 16, 32], outputs[k]
+    assert "the 3 quietest of 11 traces" in outputs[k]
+    assert ": 2 (1.000 ± 0.000), 4 (0.992 ± 0.005), 1 (0.884 ± 0.048)" in outputs[k]
+    assert more[8] > more[16] > more[32] and more[32] < now[None] / 3  # as the README says
+    assert all(faster[n] < more[n] for n in more)  # a network twice as fast helps a little
+    assert (clone / "whatif-bitbrains.html").is_file()
 
     # The replay job the tour started resolves `bitbrains-sample` and runs to the end.
     headers = {"Authorization": f"Bearer {server.admin}"}

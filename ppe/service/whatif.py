@@ -39,7 +39,7 @@ from ppe.service.replay_jobs import public_error, resolve_traces, trace_limits
 from ppe.service.store import pmac as pmac_store
 from ppe.service.store.db import session_scope
 from ppe.service.store.models import Resource, Series, UserModel, WhatIfJob
-from ppe.traces import read_trace
+from ppe.traces import read_trace, trace_files
 from ppe.whatif import (
     LoadTrace,
     Options,
@@ -123,6 +123,13 @@ class StoreResolver:
             roots = [Path(d).resolve() for d in self.settings.trace_dirs]
             raise ResolveError(public_error(exc, roots)) from None
         return LoadTrace(t.name, t.timestamps, t.availability)
+
+    def trace_dir(self, ref: str) -> list[str]:
+        """The trace files of a folder under the server's trace directories (``dir`` loads)."""
+        path = Path(resolve_traces([ref], self.settings.trace_dirs)[0])
+        if not path.is_dir():
+            raise ResolveError(f"{ref!r} is not a folder of traces")
+        return [f"{ref.rstrip('/')}/{f.name}" for f in trace_files(path)]
 
     def text(self, ref: str) -> str:
         """A signature posted to the service (``POST /signatures``), else a model's grammar

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import cast
 
 import numpy as np
@@ -298,8 +298,9 @@ def build_machine(spec: Spec, resources: Resources) -> Machine:
     segments: list[Segment] = []
     notes: list[str] = []
     start = 0
+    notes.extend(resources.notes)
     for k, name in enumerate(dist.nodesets):
-        ns = spec.nodeset(name)
+        ns = _bound(spec.nodeset(name), resources)
         bench, why = node_speed(spec, ns, resources, nodes)
         notes.extend(why)
         max_rows = int(ns.grainsize // ds.row_bytes) if ns.grainsize is not None else None
@@ -310,6 +311,14 @@ def build_machine(spec: Spec, resources: Resources) -> Machine:
     if spec.execution.script is None and any(s.nodeset.ports > 1 for s in segments):
         notes.append("ports: only scripts overlap messages; the grammar models send one at a time")
     return Machine(spec, tuple(segments), tuple(slots), ds.rows, tuple(dict.fromkeys(notes)))
+
+
+def _bound(ns: Nodeset, resources: Resources) -> Nodeset:
+    """The nodeset with the files its ``dir`` load picked (resolve read and chose them)."""
+    load = ns.load
+    if load.kind != "traces" or load.dir is None:
+        return ns
+    return replace(ns, load=replace(load, files=resources.trace_files(load, ns.index)))
 
 
 def _slots(segments: list[Segment]) -> list[Slot]:

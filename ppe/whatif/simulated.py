@@ -512,7 +512,7 @@ def simulate_whatif(
     opts, so = options or Options(), sim or SimOptions()
     for p in whatif.points:
         check_simulable(p)
-    resources = resolve(whatif, resolver)
+    resources = resolve(whatif, resolver, pick_warmup=so.warmup_s)
     workers = so.workers if so.workers > 0 else (os.cpu_count() or 1)
     workers = min(workers, so.starts)
     if workers > 1:
@@ -555,9 +555,11 @@ def sim_table_rows(report: SimReport) -> tuple[list[str], list[list[str]]]:
 
 def format_sim_table(report: SimReport) -> str:
     """One row per point: the simulated makespans' mean and interval, the analytic interval's
-    coverage, and each nodeset's compute / communication / waiting seconds."""
+    coverage, and each nodeset's compute / communication / waiting seconds; then the points'
+    notes, each once (what a pick chose, what the simulator approximated)."""
     title = (
         f"{report.title or report.source}: simulated at {report.sim.starts} start time(s), "
         f"strategy {report.options.strategy}, {len(report.points)} point(s)"
     )
-    return "\n".join([title, *aligned(*sim_table_rows(report))])
+    notes = [f"note: {n}" for n in dict.fromkeys(x for p in report.points for x in p.notes)]
+    return "\n".join([title, *aligned(*sim_table_rows(report)), *notes])

@@ -55,6 +55,8 @@ TOP_LEVEL = (*OBJECTS, "execution", "title", "description", "machine")
 MACHINE_FIELDS = ("simgrid",)
 NODESET_TYPES = ("cpu", "memory", "cache", "disk")
 LOAD_KINDS = ("dedicated", "normal", "mixture", "traces", "forecasts")
+#: How a traces load with ``dir`` chooses its files (docs/whatif.md, "Picking traces").
+PICKS = ("quietest", "all")
 TOPOLOGIES = ("chain", "ring", "full", "bus")
 DUPLEX = ("full", "half")
 DATASET_TYPES = {"grid1dim": 1, "grid2dim": 2, "grid3dim": 3}
@@ -95,7 +97,7 @@ LOAD_FIELDS: dict[str, tuple[str, ...]] = {
     "dedicated": ("kind",),
     "normal": ("kind", "mean", "std"),
     "mixture": ("kind", "components"),
-    "traces": ("kind", "files"),
+    "traces": ("kind", "files", "dir", "pick", "count"),
     "forecasts": ("kind",),
 }
 COMPONENT_FIELDS = ("weight", "mean", "std")
@@ -145,13 +147,18 @@ _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.-]*$")
 class Load:
     """Background load on each node of a nodeset, as its available CPU fraction: ``dedicated``
     (1), ``normal`` (mean, std), ``mixture`` ((weight, mean, std), ...), ``traces`` (files
-    assigned round-robin) or ``forecasts`` (the registered host's)."""
+    assigned round-robin; or the ``count`` files a ``pick`` chooses from the folder ``dir``,
+    which the resolver reads: :func:`ppe.whatif.resolve.resolve`) or ``forecasts`` (the
+    registered host's)."""
 
     kind: str = "dedicated"
     mean: float = 1.0
     std: float = 0.0
     components: tuple[tuple[float, float, float], ...] = ()
     files: tuple[str, ...] = ()
+    dir: str | None = None
+    pick: str = "all"
+    count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -749,15 +756,54 @@ class _Builder:
         if kind == "mixture":
             return self.mixture(raw.get("components"), (*path, "components"))
         if kind == "traces":
-            files = raw.get("files")
-            if not (isinstance(files, list) and files and all(isinstance(f, str) for f in files)):
-                self.p.add((*path, "files"), "a traces load needs 'files': a list of trace files")
-                return None
-            return Load("traces", files=tuple(files))
+            return self.traces(raw, path)
         if host is None:
             self.p.add(path, "a forecasts load reads a registered host's forecasts: set 'host'")
             return None
         return Load("forecasts")
+
+    def traces(self, raw: Mapping[str, Any], path: Path) -> Load | None:
+        """``files = [...]``, or ``dir = "..."`` with ``pick = "quietest", count = k`` (or
+        ``pick = "all"``, the default): the folder's files are listed and ranked by the
+        resolver, since the spec reads no file."""
+        if ("files" in raw) == ("dir" in raw):
+            self.p.add(
+                path,
+                "a traces load needs 'files' (a list of trace files) or 'dir' (a folder of "
+                'them, with pick = "quietest" and count = k): give one',
+            )
+            return None
+        if "files" in raw:
+            files = raw.get("files")
+            if not (isinstance(files, list) and files and all(isinstance(f, str) for f in files)):
+                self.p.add((*path, "files"), "a traces load needs 'files': a list of trace files")
+                return None
+            for key in ("pick", "count"):
+                if key in raw:
+                    self.p.add((*path, key), f"{key!r} picks from a 'dir'; this load lists 'files'")
+            return Load("traces", files=tuple(files))
+        folder = self.text(raw, path, "dir")
+        if folder is not None and not folder.strip():
+            self.p.add((*path, "dir"), "dir must name a folder of trace files")
+            folder = None
+        pick = self.choice(raw, path, "pick", PICKS, "all")
+        count: float | None = None
+        if "count" in raw:
+            count = self.number(
+                raw, path, "count", Numeric("count", integer=True, low=1, strict=False)
+            )
+        if pick == "quietest" and "count" not in raw:
+            self.p.add(path, 'pick = "quietest" needs count: how many of the folder\'s traces')
+            return None
+        if pick == "all" and "count" in raw:
+            self.p.add(
+                (*path, "count"),
+                'count goes with pick = "quietest" (pick = "all" takes every file)',
+            )
+            return None
+        if folder is None or pick is None or ("count" in raw and count is None):
+            return None
+        return Load("traces", dir=folder, pick=pick, count=None if count is None else int(count))
 
     def mixture(self, raw: Any, path: Path) -> Load | None:
         if not (isinstance(raw, list) and raw and all(isinstance(c, Mapping) for c in raw)):

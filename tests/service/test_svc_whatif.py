@@ -383,3 +383,28 @@ def test_figures_are_the_html_pages_plots(env: Env) -> None:
     ):
         assert lo <= m <= hi
     assert m == job["report"]["points"][-1]["makespan"]["mean"]
+
+
+def test_a_folder_of_traces_is_picked_from_under_the_trace_dirs(
+    db_url: str, traces_dir: Any
+) -> None:
+    from tests.service.conftest import make_tokens
+
+    tokens = make_tokens(db_url)
+    app = create_app(Settings(database_url=db_url, trace_dirs=(str(traces_dir.parent),)))
+    with TestClient(app) as client:
+        env = Env(client, db_url, tokens)
+        load = f'{{kind = "traces", dir = "{traces_dir.name}", pick = "quietest", count = 2}}'
+        spec = SWEEP.replace('load = {kind = "normal", mean = 0.8, std = 0.05}', f"load = {load}")
+        r = post(env, spec)
+        assert r.status_code == 202, r.text
+        job = wait_done(env, r.json()["url"])
+        assert job["status"] == "done", job["error"]
+        notes = job["report"]["points"][0]["notes"]
+        # VM 2 is idle all month: the quietest, in the sample as in the full set
+        (note,) = [n for n in notes if "quiet" in n]
+        assert "the 2 quietest of" in note and ": 2 (1.000 ± 0.000), " in note, note
+        r = post(env, spec.replace(f'dir = "{traces_dir.name}"', 'dir = "../.."'))
+        assert r.status_code == 422
+        (p,) = r.json()["detail"]
+        assert p["field"] == "nodeset[0].load.dir" and "not found under" in p["reason"]

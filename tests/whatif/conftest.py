@@ -166,6 +166,13 @@ class MemoryResolver:
     def trace(self, ref: str) -> LoadTrace:
         return self._get(self.traces, ref)
 
+    def trace_dir(self, ref: str) -> list[str]:
+        """The traces named ``ref/NAME``, in the order given (a folder with none is missing)."""
+        inside = [r for r in self.traces if r.rsplit("/", 1)[0] == ref.rstrip("/")]
+        if not inside:
+            raise FileNotFoundError(2, "No such folder", ref)
+        return inside
+
     def text(self, ref: str) -> str:
         return self._get(self.texts, ref)
 
