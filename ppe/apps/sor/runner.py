@@ -63,6 +63,10 @@ class RankStats:
     compute_s: float = 0.0
     comm_s: float = 0.0
     segments: list[dict[str, Any]] = field(default_factory=list)
+    #: per neighbour rank: each halo receive's seconds (``ppe.apps.sor.halo`` summarises
+    #: them for the report) and the bytes of one edge row
+    halo_s: dict[int, list[float]] = field(default_factory=dict)
+    halo_bytes: dict[int, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -174,14 +178,19 @@ class Rank:
     # -------------------------------------------------------------- communication
 
     def exchange(self) -> float:
-        """Edge rows to the chain neighbours, their edge rows into the halos."""
+        """Edge rows to the chain neighbours, their edge rows into the halos; each receive's
+        time is kept per neighbour (``RankStats.halo_s``)."""
         u, t0 = self.u, now()
         self.comm.Sendrecv(u[1], self.up, TAG_UP, u[-1], self.down, TAG_UP)
         t1 = now()
         self.comm.Sendrecv(u[-2], self.down, TAG_DOWN, u[0], self.up, TAG_DOWN)
         t2 = now()
+        row = u.shape[1] * u.itemsize
+        for src, seconds in ((self.down, t1 - t0), (self.up, t2 - t1)):
+            if src != MPI.PROC_NULL:
+                self.stats.halo_s.setdefault(src, []).append(seconds)
+                self.stats.halo_bytes[src] = row
         if self.tracer.on:
-            row = u.shape[1] * u.itemsize
             for (a, b), dest, src, tag in (
                 ((t0, t1), self.up, self.down, TAG_UP),
                 ((t1, t2), self.down, self.up, TAG_DOWN),
