@@ -84,12 +84,15 @@ DEFAULT_LINK = LinkDefaults()
 
 @dataclass(frozen=True)
 class HostMeta:
-    """A host as the request names it: its dedicated speed and optional strip bounds."""
+    """A host as the request names it: its dedicated speed, optional strip bounds and the
+    machine-profile figures the model reads (``HostInputs.system``; pairs, so the host hashes
+    into memo keys)."""
 
     name: str
     benchmark: float
     min_rows: int = 0
     max_rows: int | None = None
+    system: tuple[tuple[str, float], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -394,6 +397,7 @@ def host_inputs(
                 bw_next=nxt,
                 bw_prev=prv,
                 latency=float(f.latency),
+                system=dict(h.system),
             )
         )
     return out

@@ -43,6 +43,7 @@ from . import numeric as nm
 from .analytic import HandOver, Lin
 from .errors import EvaluationError, ModelError, ParameterError, StochasticError
 from .grammar import (
+    PROFILE_BUILTINS,
     Agg,
     BinOp,
     BoolOp,
@@ -96,7 +97,8 @@ class InputBanks:
     """The hosts' inputs laid out once for an engine; shared by evaluations with
     different rows so that their results stay correlated exactly.  ``empirical`` holds the
     values of the model's ``empirical(...)`` calls (one per distinct model and point) and
-    ``sites`` each call's slot in it, by ``id(node)``."""
+    ``sites`` each call's slot in it, by ``id(node)``; ``system`` the machine-profile figures
+    the model reads (deterministic per host, like ``benchmark``)."""
 
     names: list[str]
     benchmark: FloatArray
@@ -108,6 +110,8 @@ class InputBanks:
     space: Space | None = None
     empirical: list[StochasticValue] = field(default_factory=list)
     sites: dict[int, int] = field(default_factory=dict)
+    #: machine-profile figures by name, one per host (NaN: the host has none)
+    system: Mapping[str, FloatArray] = field(default_factory=dict)
     _cache: dict[str, Value] = field(default_factory=dict)
     _sources: tuple[nm.Sources, dict[str, list[int]]] | None = None
 
@@ -537,6 +541,25 @@ class Evaluator:
             )
         return v.astype(np.int64)
 
+    def system_figure(self, node: Index, nm: str, p: IntArray) -> FloatArray:
+        """Host p's machine-profile figure ``nm``; a host without it is an error naming the
+        host, the figure and how to supply it."""
+        column = self.banks.system.get(nm)
+        values = np.full(self.P, np.nan) if column is None else column
+        out = values[p]
+        lacking = np.flatnonzero(np.isnan(out))
+        if lacking.size:
+            k = int(p[lacking[0]])
+            host = self.banks.names[k]
+            raise _err(
+                f"host {host!r} has no machine-profile figure {nm!r} ({unparse(node)}); "
+                f"post its profile (`ppe profile`, POST /api/v1/resources/{host}/profiles) "
+                f"or give it in HostInputs.system",
+                node,
+                f"hosts[{k}].system.{nm}",
+            )
+        return out
+
     def _index(self, node: Index, env: dict[str, FloatArray], m: int) -> Steps[Value]:
         args = []
         for a in node.args:
@@ -556,6 +579,8 @@ class Evaluator:
             return self.rows[p]
         if nm == "Benchmark":
             return self.banks.benchmark[p]
+        if nm in PROFILE_BUILTINS:
+            return self.system_figure(node, nm, p)
         if nm == "FracAvailCPU":
             return lanes.take_lanes(self.banks.cpu_bank(), p)
         q = self.host_index(node, args[1])

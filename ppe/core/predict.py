@@ -20,6 +20,7 @@ mutually consistent.
 
 from __future__ import annotations
 
+import difflib
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -37,6 +38,7 @@ from .evaluate import Evaluator, InputBanks, bind_params, check_requires, empiri
 from .grammar import CompiledModel, compile_model, validate_model
 from .montecarlo import DEFAULT_SAMPLES, DEFAULT_SEED, Smp, Space
 from .numeric import NumericLanes
+from .profile_figures import PROFILE_PARAMETERS
 from .stochastic import StochasticValue, as_stochastic, from_lanes
 
 FloatArray = npt.NDArray[np.float64]
@@ -64,8 +66,11 @@ class HostInputs:
     ``benchmark``: dedicated seconds per element update; ``cpu``: available CPU
     fraction (horizon-averaged forecast); ``bw_next``/``bw_prev``: bandwidth in
     bytes/s to the next/previous host in the chain (``None`` at the ends);
-    ``latency``: seconds per message sent by this host.  Stochastic inputs may be
-    core values, numbers or scipy frozen normals.
+    ``latency``: seconds per message sent by this host; ``system``: the host's
+    machine-profile figures by name (``ppe.core.profile_figures.PROFILE_PARAMETERS``, e.g.
+    ``flops_dense`` in flop/s), plain positive numbers a model reads as ``flops_dense[p]``;
+    only those the model reads are needed.  Stochastic inputs may be core values, numbers
+    or scipy frozen normals.
     """
 
     name: str
@@ -74,6 +79,7 @@ class HostInputs:
     bw_next: Any | None = None
     bw_prev: Any | None = None
     latency: float = 0.0
+    system: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -219,6 +225,7 @@ class _Checked:
     links: list[StochasticValue | None]
     empirical: list[StochasticValue] = field(default_factory=list)
     sites: dict[int, int] = field(default_factory=dict)
+    system: dict[str, FloatArray] = field(default_factory=dict)
 
     def banks(self, mode: str, strict: bool = False, space: Space | None = None) -> InputBanks:
         return InputBanks(
@@ -232,6 +239,7 @@ class _Checked:
             space,
             self.empirical,
             self.sites,
+            self.system,
         )
 
     def all_analytic(self) -> bool:
@@ -264,7 +272,31 @@ def _check_hosts(hosts: Sequence[HostInputs]) -> _Checked:
         links.append(None if prv is None else _stoch(prv, _label(k, "bw_prev"), True))
     if len(set(names)) != P:
         raise ParameterError("host names must be unique", name="hosts")
-    return _Checked(names, bench, lat, cpu, links)
+    return _Checked(names, bench, lat, cpu, links, system=_check_system(hosts))
+
+
+def _check_system(hosts: Sequence[HostInputs]) -> dict[str, FloatArray]:
+    """The hosts' machine-profile figures by name, one column per figure any host gives (NaN
+    where a host gives none: an error only if the model reads it there); an unknown name, a
+    number that is not finite and positive, is refused."""
+    out: dict[str, FloatArray] = {}
+    for k, h in enumerate(hosts):
+        system = h.system
+        if not isinstance(system, Mapping):
+            raise ParameterError(
+                f"hosts[{k}].system must map figure names to numbers", name=f"hosts[{k}].system"
+            )
+        for name, raw in system.items():
+            if name not in PROFILE_PARAMETERS:
+                close = difflib.get_close_matches(str(name), list(PROFILE_PARAMETERS), n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ParameterError(
+                    f"hosts[{k}].system: unknown machine-profile figure {name!r}{hint}",
+                    name=f"hosts[{k}].system",
+                )
+            value = _finite(raw, _label(k, f"system.{name}"), 0.0, True)
+            out.setdefault(name, np.full(len(hosts), np.nan))[k] = value
+    return out
 
 
 # -------------------------------------------------------------------- prediction

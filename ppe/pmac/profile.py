@@ -20,19 +20,15 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
+from ppe.core.profile_figures import FLOP_KINDS as FLOP_KINDS
+from ppe.core.profile_figures import KINDS as KINDS
+from ppe.core.profile_figures import OVERHEAD_KINDS as OVERHEAD_KINDS
+from ppe.core.profile_figures import PATTERNS as PATTERNS
+
 FORMAT = "ppe-pmac-profile"
 FORMAT_VERSION = 1
-#: Access patterns: consecutive elements, every other element (numpy's strided views, the
-#: red-black colours), and uniformly random elements of the working set.
-PATTERNS = ("unit", "stride2", "random")
-#: ``read``: load each element once; ``rmw``: load, update and store it in place.
-KINDS = ("read", "rmw")
-#: ``dense``: matrix multiply (BLAS, one thread); ``stencil``: a 5-point numpy stencil whose
-#: data sits in the first-level cache, so the figure is its arithmetic rate.
-FLOP_KINDS = ("dense", "stencil")
-#: ``call``: one numpy ufunc call on small 2-D strided views (as stencil code makes them);
-#: ``view``: one 2-D strided slice.
-OVERHEAD_KINDS = ("call", "view")
+# The patterns, kinds, flop kinds and overheads a profile holds are named once, with the
+# catalogue of figures grammars read (``ppe.core.profile_figures``).
 
 
 class ProfileError(ValueError):

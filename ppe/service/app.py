@@ -33,7 +33,7 @@ from ppe.service.api import (
     whatif,
 )
 from ppe.service.config import Settings
-from ppe.service.dashboard import docs, models_data
+from ppe.service.dashboard import docs, models_data, whatif_data
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
@@ -150,6 +150,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(api)
     app.include_router(dashboard.router)
     app.include_router(models_data.router)
+    app.include_router(whatif_data.router)
     app.include_router(docs.router)
     app.mount(dashboard.STATIC_PATH, dashboard.static_files(), name="dashboard-static")
     app.mount(docs.ASSETS_PATH, docs.asset_files(), name="docs-assets")

@@ -40,7 +40,7 @@ from ppe.pipeline import (
     replan,
     total_rows,
 )
-from ppe.pmac import Signature, SignatureError, parse_signature
+from ppe.pmac import Signature, SignatureError, parse_signature, profile_parameters
 from ppe.service import models_registry
 from ppe.service.calibration import (
     DEFAULT_MIN_RUNS,
@@ -302,10 +302,15 @@ def host_speeds(
 
 
 def host_meta(
-    specs: Sequence[HostSpec], idx: SeriesIndex, n: int, speeds: Mapping[str, Speed]
+    specs: Sequence[HostSpec],
+    idx: SeriesIndex,
+    n: int,
+    speeds: Mapping[str, Speed],
+    system: Mapping[str, tuple[tuple[str, float], ...]] | None = None,
 ) -> list[HostMeta]:
-    """The hosts as the pipeline takes them: ``speeds``' benchmarks; memory bounds a strip
-    (no spilling)."""
+    """The hosts as the pipeline takes them: ``speeds``' benchmarks, ``system``'s profile
+    figures; memory bounds a strip (no spilling)."""
+    system = system or {}
     out = []
     for s in specs:
         props = idx.properties.get(s.name, {})
@@ -315,7 +320,9 @@ def host_meta(
             size = int(props.get("element_size", DEFAULT_ELEMENT_SIZE))
             fit = int(memory // (n * size))
             max_rows = fit if max_rows is None else min(max_rows, fit)
-        out.append(HostMeta(s.name, speeds[s.name].benchmark, s.min_rows, max_rows))
+        out.append(
+            HostMeta(s.name, speeds[s.name].benchmark, s.min_rows, max_rows, system.get(s.name, ()))
+        )
     return out
 
 
@@ -521,6 +528,7 @@ def prepare(
         if needs_benchmark
         else ({}, "")
     )
+    system, figure_notes = profile_figures(session, idx, names, resolved.model.profile_names())
     release(session)
     speeds = host_speeds(specs, idx, needs_benchmark, profiled, why)
     forecasts_for = StoreForecasts(
@@ -540,11 +548,42 @@ def prepare(
     notes = tuple(sp.note for sp in speeds.values() if sp.note is not None)
     return Prepared(
         resolved.model,
-        host_meta(specs, idx, n, speeds),
+        host_meta(specs, idx, n, speeds, system),
         forecasts_for,
-        (*resolved.notes, *notes, *(link_note(cal) for cal in links.values())),
+        (*resolved.notes, *notes, *figure_notes, *(link_note(cal) for cal in links.values())),
         speeds,
     )
+
+
+def profile_figures(
+    session: Session, idx: SeriesIndex, names: Sequence[str], figures: Sequence[str]
+) -> tuple[dict[str, tuple[tuple[str, float], ...]], tuple[str, ...]]:
+    """The machine-profile figures a model reads (``flops_dense[p]``, ...) for every host, from
+    its newest stored profile (``ppe.pmac.profile_parameters``), and a note of what they rest
+    on; a host without a profile is a 422 naming it and the figure."""
+    if not figures:
+        return {}, ()
+    profile_missing(session, idx, names)
+    out: dict[str, tuple[tuple[str, float], ...]] = {}
+    versions: list[str] = []
+    for name in names:
+        stored = idx.profiles.get(name)
+        if stored is None:
+            raise PlanningError(
+                422,
+                f"host {name!r} has no machine profile, but the model reads {figures[0]}[p] "
+                f"(a figure of the host's profile): run `ppe profile` on it, or post one "
+                f"with POST /api/v1/resources/{name}/profiles",
+                "hosts",
+            )
+        values = profile_parameters(stored.profile)
+        out[name] = tuple((f, values[f]) for f in figures)
+        versions.append(f"{name!r} version {stored.version}")
+    note = (
+        f"the model reads {', '.join(figures)} from the hosts' machine profiles "
+        f"({', '.join(versions)})"
+    )
+    return out, (note,)
 
 
 def profiled_speeds(

@@ -8,6 +8,7 @@ bundle is inlined (ppe/htmlpage.py), never fetched from a CDN."""
 from __future__ import annotations
 
 import html
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -19,7 +20,7 @@ from ppe.htmlpage import figures_html, html_table, page
 from ppe.whatif.report import Report, _value, report_notes, table_rows
 from ppe.whatif.simulated import SimReport, sim_table_rows
 
-__all__ = ["figures", "render_html"]
+__all__ = ["figures", "figures_json", "render_html"]
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,37 @@ def _rows(report: Report | SimReport) -> list[_Row]:
         parts = tuple(_Part(n.nodeset, n.compute, n.communication, n.waiting) for n in p.nodesets)
         rows.append(_Row(p.values, p.makespan.mean(), lo, hi, parts))
     return rows
+
+
+def _rows_of_dict(report: dict[str, Any]) -> list[_Row]:
+    """The same rows from a report's JSON (``to_dict()``, as the service stores it), so the
+    dashboard draws the figures of a finished job with these builders."""
+    out = []
+    for p in report.get("points", []):
+        values = tuple((k, tuple(v) if isinstance(v, list) else v) for k, v in p["values"].items())
+        parts = tuple(
+            _Part(n["nodeset"], n["compute_s"], n["communication_s"], n["waiting_s"])
+            for n in p["nodesets"]
+        )
+        if "makespans_s" in p:  # a simulated point (SimPoint.to_dict)
+            ivs = np.asarray(p["predicted_interval_s"], dtype=float).reshape(-1, 2)
+            lo, hi = p["makespan"]["interval"]
+            out.append(
+                _Row(
+                    values,
+                    float(np.mean(p["predicted_mean_s"])),
+                    float(ivs[:, 0].mean()),
+                    float(ivs[:, 1].mean()),
+                    parts,
+                    tuple(float(x) for x in p["makespans_s"]),
+                    float(lo),
+                    float(hi),
+                )
+            )
+        else:
+            lo, hi = p["makespan"]["interval"]
+            out.append(_Row(values, float(p["makespan"]["mean"]), float(lo), float(hi), parts))
+    return out
 
 
 def _numeric(v: Any) -> bool:
@@ -266,18 +298,31 @@ def _point_figures(go: Any, row: _Row, conf: float) -> list[Any]:
     return figs
 
 
-def figures(report: Report | SimReport) -> list[Any]:
-    """The page's plotly figures (none for more than two swept fields: the table says it)."""
+def _figures(rows: Sequence[_Row], axes: Sequence[str], conf: float) -> list[Any]:
     import plotly.graph_objects as go
 
-    rows = _rows(report)
-    axes = list(report.axes)
     if not rows or len(axes) > 2:
         return []
     if not axes or len(rows) == 1:
-        return _point_figures(go, rows[0], report.options.confidence)
-    conf = report.options.confidence
+        return _point_figures(go, rows[0], conf)
     return [_makespan_figure(go, rows, axes, conf), *_breakdown_figures(go, rows, axes)]
+
+
+def figures(report: Report | SimReport) -> list[Any]:
+    """The page's plotly figures (none for more than two swept fields: the table says it)."""
+    return _figures(_rows(report), list(report.axes), report.options.confidence)
+
+
+def figures_json(report: dict[str, Any]) -> list[dict[str, Any]]:
+    """The same figures from a report's JSON, as plotly JSON (``data`` and ``layout``, without
+    plotly's default template) for a page that draws them with its own plotly.js."""
+    rows = _rows_of_dict(report)
+    out = []
+    for fig in _figures(rows, list(report.get("axes", [])), float(report["confidence"])):
+        spec = json.loads(fig.to_json())
+        spec.get("layout", {}).pop("template", None)
+        out.append({"data": spec.get("data", []), "layout": spec.get("layout", {})})
+    return out
 
 
 def _notes(report: Report | SimReport) -> list[str]:

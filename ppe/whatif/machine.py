@@ -6,9 +6,10 @@ scheduler places follow that chain, as in ``ppe.pipeline``.
 
 * **Speed** (the models' ``Benchmark``): for a grammar model, seconds per unit of the dataset,
   ``(floatsperunit + operationsperunit) / floatspeed``, or the PMaC convolution of the
-  nodeset's profile with the model's signature (``ppe.pmac.convolve``, one rank per host,
-  full overlap, as the service does), or a registered host's benchmark. For a script,
-  seconds per operation (the script scales it by each dataset's operations per unit).
+  nodeset's profile with the model's signature (``ppe.pmac.convolve``, full overlap, as the
+  service does; the profile's curves for ``sharing`` copies when members share machines),
+  or a registered host's benchmark. For a script, seconds per operation (the script scales it
+  by each dataset's operations per unit).
 * **Links**: between two nodes of a nodeset, the linkset ``across`` it; between the last node
   of one nodeset and the first of the next, the linkset ``updown`` between them. A ``bus``
   shares its ``number`` channels (default 1) among the nodeset's nodes; ``duplex = "half"``
@@ -239,7 +240,9 @@ def node_speed(
             "signature"
         )
     sig = resources.signature
-    conv = convolve(sig, profile, _signature_params(spec, sig.parameters, nodes))
+    conv = convolve(
+        sig, profile, _signature_params(spec, sig.parameters, nodes), ranks_per_host=ns.sharing
+    )
     notes = [
         f"nodeset {ns.name!r}: {conv.per_unit.mean():.4g} ± {conv.per_unit.std():.2g} s per "
         f"{sig.unit} from profile {profile.host!r} convolved with signature {sig.name!r}",

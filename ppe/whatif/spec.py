@@ -72,6 +72,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "grainsize",
         "bandwidth",
         "ports",
+        "sharing",
         "profile",
         "host",
         "load",
@@ -119,6 +120,7 @@ NUMERIC: dict[tuple[str, str], Numeric] = {
     ("nodeset", "grainsize"): Numeric("bytes"),
     ("nodeset", "bandwidth"): Numeric("rate"),
     ("nodeset", "ports"): Numeric("count", integer=True, low=1, strict=False, default=1),
+    ("nodeset", "sharing"): Numeric("count", integer=True, low=1, strict=False, default=1),
     ("load", "mean"): Numeric("count", high=1.0),
     ("load", "std"): Numeric("count", strict=False, default=0.0),
     ("linkset", "latency"): Numeric("time", strict=False, default=DEFAULT_LINK.latency),
@@ -165,6 +167,8 @@ class Nodeset:
     host: str | None = None
     load: Load = field(default_factory=Load)
     index: int = 0
+    #: members that run on one machine at once (its cores): a profile's k-copy curves apply
+    sharing: int = 1
 
 
 @dataclass(frozen=True)
@@ -674,7 +678,7 @@ class _Builder:
             self.p.add(path, "missing field 'number' (how many members)")
         values = {
             k: self.number(t, path, k, NUMERIC[("nodeset", k)])
-            for k in ("number", "floatspeed", "grainsize", "bandwidth", "ports")
+            for k in ("number", "floatspeed", "grainsize", "bandwidth", "ports", "sharing")
         }
         profile = self.text(t, path, "profile")
         host = self.text(t, path, "host")
@@ -690,6 +694,13 @@ class _Builder:
         if kind is not None and kind != "cpu" and values["floatspeed"] is not None:
             self.p.add(
                 (*path, "floatspeed"), f"floatspeed is for cpu nodesets; this one is a {kind}"
+            )
+        number, sharing = values["number"], values["sharing"]
+        if number is not None and sharing is not None and number % sharing:
+            self.p.add(
+                (*path, "sharing"),
+                f"number ({number:g}) must be a multiple of sharing ({sharing:g}): "
+                "members share machines in groups of that size",
             )
         load = self.load(t.get("load"), (*path, "load"), host)
         if None in (name, kind, load, values["number"]) or any(
@@ -709,6 +720,7 @@ class _Builder:
             host,
             load,
             int(path[1]),
+            int(values["sharing"] or 1),
         )
 
     def load(self, raw: Any, path: Path, host: str | None) -> Load | None:

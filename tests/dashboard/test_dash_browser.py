@@ -328,7 +328,7 @@ def test_dashboard_in_chromium(
     server_factory: type[ServerProcess], traces_dir: Path, tmp_path: Path
 ) -> None:
     pytest.importorskip("playwright.sync_api")
-    started = time.monotonic()
+    started = time.time()  # compared with file mtimes: wall clock
     db_url = f"sqlite:///{tmp_path / 'browser.db'}"
     tokens = {"sensor": make_token(db_url, "sensor")}  # the first call also migrates the store
     with ThreadPoolExecutor(1) as pool:  # the second overlaps the server's start-up
@@ -391,5 +391,202 @@ def test_dashboard_in_chromium(
         "models",
         "overview-phone",
     ):
+        shot = SCREENSHOTS / f"{name}.png"
+        assert shot.stat().st_size > 10_000 and shot.stat().st_mtime >= started - 1, name
+
+
+# ---- the What-if page ---------------------------------------------------------------------------
+
+WHATIF_SPEC = """title = "browser what-if"
+
+[[nodeset]]
+name = "node"
+number = 4
+floatspeed = "1 Gflop/s"
+load = {kind = "normal", mean = 0.8, std = 0.05}
+
+[[linkset]]
+name = "lan"
+across = "node"
+bandwidth = "1 Gb/s"
+
+[[dataset]]
+name = "grid"
+type = "grid2dim"
+size = 1000
+floatsperunit = 8
+
+[[distribution]]
+name = "strips"
+type = "block1dim"
+dataset = "grid"
+nodeset = "node"
+
+[execution]
+model = "sor"
+iterations = 50
+"""
+WHATIF_TYPO = WHATIF_SPEC.replace("floatspeed =", "floatsped =")  # line 6
+WHATIF_SWEEP = WHATIF_SPEC.replace("number = 4", 'number = "2..32 x2"')  # 5 points: a job
+
+
+class WhatIfFound(TypedDict, total=False):
+    """What the What-if walkthrough read back from the page."""
+
+    current: str
+    problem_line: str
+    problem_text: str
+    marked_lines: list[str]
+    checked: str
+    point_rows: int
+    bars: list[str]
+    job_rows: int
+    sweep_x: list[float]
+    band: bool
+    reopened_x: list[float]
+    reopened_spec: str
+    unlabelled: list[str]
+    phone_width: int
+    wide: list[str]
+    external: list[str]
+    errors: list[str]
+
+
+def whatif_walkthrough(base_url: str, operator_token: str, out_dir: Path) -> WhatIfFound:
+    """Start from the current hosts, break a spec, see the problem at its line, fix it, run it
+    at once, run a sweep as a job, and open that job again."""
+    from playwright.sync_api import expect, sync_playwright
+
+    found: WhatIfFound = {}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            b = Browser(base_url)
+            b.attach(page)
+            page.set_default_timeout(20_000)
+            page.goto(base_url + "/whatif")
+            page.get_by_label("Token").fill(operator_token)
+            page.get_by_role("button", name="Sign in").click()
+            expect(page).to_have_url(base_url + "/whatif")
+            editor = page.get_by_label("What-if spec (TOML)")
+            expect(editor).to_have_value(re.compile(r"\[\[nodeset\]\]"))  # an example to start
+
+            # The hosts I have now: one nodeset per registered host, on its live forecasts.
+            page.get_by_role("button", name="The hosts I have now").click()
+            expect(editor).to_have_value(re.compile(r'host = "vm413"'))
+            found["current"] = editor.input_value()
+
+            # A misspelt field: its problem beside the editor, its line marked in the gutter.
+            editor.fill(WHATIF_TYPO)
+            page.get_by_role("button", name="Validate").click()
+            problem = page.locator("#problems li.problem")
+            expect(problem).to_have_count(1)
+            found["problem_line"] = problem.get_attribute("data-line") or ""
+            found["problem_text"] = problem.inner_text()
+            found["marked_lines"] = page.locator("#gutter span.err").all_inner_texts()
+            expect(editor).to_have_attribute("aria-invalid", "true")
+            problem.get_by_role("button").click()  # the caret goes to the line
+            page.screenshot(path=str(out_dir / "whatif-problem.png"), full_page=True)
+
+            # Fixed: valid, then run at once (one point of 4 nodes).
+            editor.fill(WHATIF_SPEC)
+            page.get_by_role("button", name="Validate").click()
+            expect(page.locator("#checked-ok")).to_contain_text("Valid")
+            found["checked"] = page.locator("#checked-ok").inner_text()
+            expect(page.locator("#gutter span.err")).to_have_count(0)
+            page.get_by_role("button", name="Run (analytic)").click()
+            expect(page.locator("#run-status")).to_contain_text("Answered at once")
+            found["point_rows"] = page.locator("#points-body tr").count()
+            bars = page.locator("#chart-0")
+            expect(bars).to_have_class(re.compile(r"js-plotly-plot"))
+            found["bars"] = bars.evaluate("el => el.data.map(t => t.name)")
+
+            # A sweep: a job followed to its end, the makespan with its interval band.
+            editor.fill(WHATIF_SWEEP)
+            page.get_by_role("button", name="Run (analytic)").click()
+            expect(page.locator("#run-status")).to_contain_text("done", timeout=90_000)
+            expect(page.locator("#points-body tr")).to_have_count(5)
+            chart = page.locator("#chart-0")
+            expect(chart.locator("svg.main-svg").first).to_be_visible()
+            found["sweep_x"] = chart.evaluate(
+                "el => el.data.find(t => t.name === 'predicted mean').x"
+            )
+            found["band"] = chart.evaluate("el => el.data.some(t => t.fill === 'tonexty')")
+            jobs = page.locator("#jobs-body tr[data-id]")
+            expect(jobs).to_have_count(1)
+            expect(jobs.locator(".badge")).to_have_text("done")
+            found["job_rows"] = jobs.count()
+            page.screenshot(path=str(out_dir / "whatif.png"), full_page=True)
+            found["unlabelled"] = page.evaluate(UNLABELLED_JS)
+
+            # Opened again from the list after a reload: its spec and its plots.
+            page.goto(base_url + "/whatif")
+            jobs.first.get_by_role("link", name="Open").click()
+            expect(page).to_have_url(re.compile(r"/whatif\?job=\d+$"))
+            expect(page.locator("#points-body tr")).to_have_count(5)
+            expect(page.locator("#chart-0")).to_have_class(re.compile(r"js-plotly-plot"))
+            found["reopened_x"] = page.locator("#chart-0").evaluate(
+                "el => el.data.find(t => t.name === 'predicted mean').x"
+            )
+            found["reopened_spec"] = editor.input_value()
+
+            page.set_viewport_size({"width": 390, "height": 844})
+            page.reload()
+            expect(page.locator("#chart-0")).to_have_class(re.compile(r"js-plotly-plot"))
+            page.wait_for_load_state("networkidle")
+            found["phone_width"] = page.evaluate("document.documentElement.scrollWidth")
+            found["wide"] = page.evaluate("""() => [...document.querySelectorAll('body *')]
+                .filter(e => e.getBoundingClientRect().right > 392)
+                .map(e => e.tagName + '#' + e.id + '.' + e.className).slice(0, 15)""")
+            found["external"] = b.external
+            found["errors"] = b.errors
+        finally:
+            browser.close()
+    return found
+
+
+def test_whatif_page_in_chromium(
+    server_factory: type[ServerProcess], traces_dir: Path, tmp_path: Path
+) -> None:
+    pytest.importorskip("playwright.sync_api")
+    started = time.time()  # compared with file mtimes: wall clock
+    db_url = f"sqlite:///{tmp_path / 'whatif.db'}"
+    tokens = {"sensor": make_token(db_url, "sensor"), "operator": make_token(db_url, "operator")}
+    server = server_factory(db_url)
+    with httpx.Client(base_url=server.base_url, timeout=30) as api:
+        r = api.post(
+            "/api/v1/measurements",
+            headers={"Authorization": f"Bearer {tokens['sensor']}"},
+            json={"measurements": trace_measurements(traces_dir, time.time())},
+        )
+        assert r.status_code == 200, r.text
+        for name, bench in BENCHMARK.items():
+            r = api.put(
+                f"/api/v1/resources/{name}",
+                headers={"Authorization": f"Bearer {tokens['operator']}"},
+                json={"properties": {"benchmark": bench}},
+            )
+            assert r.status_code == 200, r.text
+
+    found = whatif_walkthrough(server.base_url, tokens["operator"], SCREENSHOTS)
+
+    assert 'host = "vm65"' in found["current"] and 'load = {kind = "forecasts"}' in found["current"]
+    assert found["problem_line"] == "6" and found["marked_lines"] == ["6"]
+    assert "line 6, column 1" in found["problem_text"]
+    assert "nodeset[0].floatsped" in found["problem_text"]
+    assert "did you mean 'floatspeed'?" in found["problem_text"]
+    assert found["checked"].startswith("Valid: 1 point")
+    assert found["point_rows"] == 1
+    assert found["bars"] == ["compute", "communication", "waiting"]
+    assert found["sweep_x"] == [2, 4, 8, 16, 32] and found["band"]
+    assert found["job_rows"] == 1
+    assert found["reopened_x"] == found["sweep_x"]
+    assert found["reopened_spec"] == WHATIF_SWEEP
+    assert found["unlabelled"] == [], found["unlabelled"]
+    assert found["phone_width"] <= 390, found.get("wide")
+    assert found["external"] == [], found["external"]
+    assert found["errors"] == [], found["errors"]
+    for name in ("whatif", "whatif-problem"):
         shot = SCREENSHOTS / f"{name}.png"
         assert shot.stat().st_size > 10_000 and shot.stat().st_mtime >= started - 1, name

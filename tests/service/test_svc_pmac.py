@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from sqlalchemy import func, select
 
 from ppe.core.predict import builtin_models
 from ppe.pmac import (
@@ -22,6 +23,8 @@ from ppe.pmac import (
     profile_to_dict,
 )
 from ppe.pmac.signature import builtin_signature_text
+from ppe.service.store.db import make_engine, make_sessionmaker, session_scope
+from ppe.service.store.models import ServedLog
 from tests.service.conftest import Env
 from tests.service.test_svc_planning import feed, schedule
 
@@ -240,3 +243,97 @@ def test_a_model_plans_on_profiles_with_its_own_posted_signature(bare: Env) -> N
     assert planned.status_code == 200, planned.text
     assert all(a["speed"]["source"] == "profile" for a in planned.json()["allocation"])
     assert any("'mysor'" in w for w in planned.json()["warnings"])
+
+
+#: A user model that reads two machine-profile figures per host (no benchmark, no CPU forecast:
+#: its times are deterministic, so the answer is the hand computation itself).
+FIGURES_MODEL = """
+param n
+param I alias iterations
+param Flop = 6
+param Bytes = 24
+RowTime[p] = n * (Flop / flops_dense[p] + Bytes / mem_read_unit_largest[p])
+HostTime[p] = I * rows[p] * RowTime[p]
+ExecTime = max(p in hosts: HostTime[p])
+"""
+
+
+def predict_figures(env: Env, rows: dict[str, int], engine: str = "auto") -> Any:
+    body = {
+        "grammar": FIGURES_MODEL,
+        "allocation": [{"host": h, "rows": r} for h, r in rows.items()],
+        "params": {"I": 10},
+        "engine": engine,
+    }
+    return env.client.post("/api/v1/predictions", json=body, headers=env.h("app"))
+
+
+def test_a_grammar_reads_the_hosts_profile_figures(bare: Env) -> None:
+    """flops_dense[p] and mem_read_unit_largest[p] are each host's newest profile's figures:
+    synthetic_profile puts them at 2e10 / slower flop/s and BASE_RATE / 4 / slower B/s (the
+    mean of repetitions 0.99, 1 and 1.01 times that)."""
+    rows = {"h0": 900, "h1": 600, "h2": 500}
+    for host in rows:
+        assert post_profile(bare, host, synthetic_profile(host, 7.0)).status_code == 201
+    for host, slower in SLOWER.items():  # a newer version is the one read
+        later = synthetic_profile(host, slower, measured_at=1.7e9 + 3600)
+        assert post_profile(bare, host, later).status_code == 201
+    n = sum(rows.values())
+    hand = {
+        h: 10 * r * n * (6 / (2e10 / SLOWER[h]) + 24 / (BASE_RATE / 4 / SLOWER[h]))
+        for h, r in rows.items()
+    }
+    for engine in ("auto", "analytic", "mc"):
+        r = predict_figures(bare, rows, engine)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        times = {h["host"]: h["time"]["mean"] for h in body["hosts"]}
+        for h, t in hand.items():
+            assert math.isclose(times[h], t, rel_tol=1e-9), (engine, h)
+        assert math.isclose(body["makespan"]["mean"], max(hand.values()), rel_tol=1e-9)
+        assert {h["speed"]["source"] for h in body["hosts"]} == {"unused"}
+        assert any("mem_read_unit_largest" in w and "version 2" in w for w in body["warnings"])
+
+
+def test_a_grammar_reading_profile_figures_needs_a_profile_on_every_host(bare: Env) -> None:
+    assert post_profile(bare, "h0", synthetic_profile("h0")).status_code == 201
+    assert post_profile(bare, "h2", synthetic_profile("h2")).status_code == 201
+    r = predict_figures(bare, {"h0": 1000, "h1": 500, "h2": 500})
+    assert r.status_code == 422, r.text
+    text = r.text
+    assert "'h1'" in text and "flops_dense" in text and "/api/v1/resources/h1/profiles" in text
+    assert "'h0'" not in text and "'h2'" not in text
+    assert served_predictions(bare) == 0  # nothing served, nothing logged
+    # once h1 has its profile, the same request is answered (and logged)
+    assert post_profile(bare, "h1", synthetic_profile("h1")).status_code == 201
+    assert predict_figures(bare, {"h0": 1000, "h1": 500, "h2": 500}).status_code == 200
+    assert served_predictions(bare) == 1
+
+
+def served_predictions(env: Env) -> int:
+    engine = make_engine(env.url)
+    try:
+        with session_scope(make_sessionmaker(engine)) as s:
+            query = (
+                select(func.count()).select_from(ServedLog).where(ServedLog.kind == "prediction")
+            )
+            return int(s.scalar(query) or 0)
+    finally:
+        engine.dispose()
+
+
+def test_a_stored_model_reading_profile_figures_plans_over_profiles(bare: Env) -> None:
+    model = {"name": "figs", "text": FIGURES_MODEL}
+    posted = bare.client.post("/api/v1/models", json=model, headers=bare.h("operator"))
+    assert posted.status_code == 201, posted.text
+    refused = schedule(bare, app="figs")
+    assert refused.status_code == 422 and "has no machine profile" in refused.text
+    for host, slower in SLOWER.items():
+        assert post_profile(bare, host, synthetic_profile(host, slower)).status_code == 201
+    planned = schedule(bare, app="figs")
+    assert planned.status_code == 200, planned.text
+    rows = {a["host"]: a["rows"] for a in planned.json()["allocation"]}
+    # time per row is proportional to `slower`: balanced rows are inversely proportional
+    share = {h: (1 / s) / sum(1 / x for x in SLOWER.values()) for h, s in SLOWER.items()}
+    for h, r in rows.items():
+        assert abs(r - 2000 * share[h]) <= 1, (h, r)

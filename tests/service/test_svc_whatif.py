@@ -326,3 +326,60 @@ def test_trace_files_resolve_under_the_trace_dirs(
         assert r.status_code == 422
         (p,) = r.json()["detail"]
         assert p["field"] == "nodeset[0].load.files[0]" and str(tmp_path) not in p["reason"]
+
+
+def validate(env: Env, spec: str, role: str = "operator", **kw: Any) -> Any:
+    return env.client.post(
+        "/api/v1/whatif/validate", json={"spec": spec, **kw}, headers=env.h(role)
+    )
+
+
+def test_validate_checks_without_running_or_queuing(env: Env) -> None:
+    r = validate(env, SWEEP)
+    assert r.status_code == 200, r.text
+    assert r.json() == {
+        "valid": True,
+        "title": "",
+        "axes": ["nodeset.node.number"],
+        "points": 3,
+        "nodes": 128,
+        "job": True,
+    }
+    bad = SWEEP.replace('floatspeed = "1 Gflop/s"', 'floatsped = "1 Gflop/s"')
+    r = validate(env, bad)
+    assert r.status_code == 422, r.text
+    (p,) = r.json()["detail"]
+    assert (p["field"], p["line"], p["column"]) == ("nodeset[0].floatsped", 5, 1)
+    assert "did you mean 'floatspeed'?" in p["reason"]
+    r = validate(env, SPEC)  # h0, h1 are not registered: a reference problem at its line
+    assert r.status_code == 422 and {p["line"] for p in r.json()["detail"]} == {7, 13}  # host = ...
+
+    assert validate(env, SWEEP, strategy="mean").status_code == 422  # spec only: extra refused
+    assert validate(env, SWEEP, "app").status_code == 403
+    assert jobs(env) == []
+
+
+def test_figures_are_the_html_pages_plots(env: Env) -> None:
+    small = SWEEP.replace("number = [32, 64, 128]", "number = 4")
+    r = post(env, small)
+    assert r.status_code == 200 and "figures" not in r.json()
+    r = env.client.post(
+        "/api/v1/whatif?figures=true", json={"spec": small}, headers=env.h("operator")
+    )
+    assert r.status_code == 200, r.text
+    (bars,) = r.json()["figures"]  # one point: compute / communication / waiting per nodeset
+    assert [t["name"] for t in bars["data"]] == ["compute", "communication", "waiting"]
+    job = wait_done(env, post(env, SWEEP).json()["url"])
+    r = env.client.get(f"/api/v1/whatif/{job['id']}?figures=true", headers=env.h("app"))
+    makespan = r.json()["figures"][0]
+    traces = {t["name"]: t for t in makespan["data"]}
+    assert traces["predicted mean"]["x"] == [32, 64, 128]
+    assert traces["predicted lower"]["fill"] == "tonexty"
+    for lo, m, hi in zip(
+        traces["predicted lower"]["y"],
+        traces["predicted mean"]["y"],
+        traces["predicted upper"]["y"],
+        strict=True,
+    ):
+        assert lo <= m <= hi
+    assert m == job["report"]["points"][-1]["makespan"]["mean"]

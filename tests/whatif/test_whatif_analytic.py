@@ -23,7 +23,7 @@ from ppe.whatif import (
     model_text,
 )
 
-from ..pmac.conftest import hand_profile
+from ..pmac.conftest import curve, hand_profile
 from .conftest import SOR_SCRIPT, MemoryResolver, cluster, parse, two_nodesets
 
 
@@ -299,6 +299,26 @@ def test_a_profile_nodeset_plans_with_the_convolution() -> None:
     expected = convolve(builtin_signature("sor"), profile, {"n": 400.0, "rows": 100.0, "Size": 8.0})
     assert point.nodesets[0].benchmark == pytest.approx(expected.per_unit.mean(), rel=1e-12)
     assert any("convolved with signature 'sor'" in n for n in point.notes)
+
+
+def test_members_sharing_a_machine_read_the_profiles_sharing_curves() -> None:
+    """`sharing = 2`: two members per machine (its cores), so the convolution uses the
+    profile's 2-copy curves, as two ranks on one host do."""
+    alone_only = hand_profile()
+    halved = tuple(
+        curve(c.pattern, c.kind, {pt.bytes: pt.rate.value / 2 for pt in c.points}, copies=2)
+        for c in alone_only.memory
+    )
+    profile = hand_profile(memory=alone_only.memory + halved)
+    text = cluster(number=4, n=400).replace(
+        "floatspeed = 1000000000.0", 'profile = "h0.json"\nsharing = 2'
+    )
+    point = run(text, MemoryResolver(profiles={"h0.json": profile})).points[0]
+    params = {"n": 400.0, "rows": 100.0, "Size": 8.0}
+    shared = convolve(builtin_signature("sor"), profile, params, ranks_per_host=2)
+    alone = convolve(builtin_signature("sor"), profile, params)
+    assert point.nodesets[0].benchmark == pytest.approx(shared.per_unit.mean(), rel=1e-12)
+    assert shared.per_unit.mean() != pytest.approx(alone.per_unit.mean(), rel=1e-6)
 
 
 def test_trace_loads_use_the_forecaster_and_the_horizon_loop() -> None:

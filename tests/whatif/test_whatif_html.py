@@ -4,6 +4,7 @@ band, with every text from the spec escaped."""
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
@@ -12,7 +13,7 @@ from plotly.offline import get_plotlyjs
 
 from ppe.cli import main as ppe_main
 from ppe.whatif import evaluate
-from ppe.whatif.html import figures, render_html
+from ppe.whatif.html import figures, figures_json, render_html
 from ppe.whatif.simulated import SimOptions, simulate_whatif
 from ppe.whatif_cli import FileResolver
 
@@ -110,3 +111,30 @@ def test_the_cli_writes_the_page(tmp_path: Path, capsys: pytest.CaptureFixture[s
     assert "nodeset.fast.number" in page and "note:" not in page
     assert "<li>" in page  # the platform's notes, as a list
     assert "mean s" in capsys.readouterr().out  # the table is still printed
+
+
+def _plain(fig: object) -> dict[str, object]:
+    spec = json.loads(fig.to_json())  # type: ignore[attr-defined]
+    spec["layout"].pop("template", None)
+    return {"data": spec["data"], "layout": spec["layout"]}
+
+
+def test_the_report_json_draws_the_same_figures_as_the_report() -> None:
+    """What the dashboard draws from a stored job's JSON is what --html draws (one builder)."""
+    for report in (
+        _sweep_report(),
+        evaluate(parse(cluster(number="2..4", n="400..800")), MemoryResolver()),
+        evaluate(parse(two_nodesets()), MemoryResolver()),
+    ):
+        stored = json.loads(json.dumps(report.to_dict(), default=float))  # type: ignore[attr-defined]
+        drawn = figures_json(stored)
+        assert drawn == [_plain(f) for f in figures(report)]  # type: ignore[arg-type]
+        assert drawn and all("template" not in f["layout"] for f in drawn)
+
+
+def test_a_simulated_report_json_draws_the_same_figures() -> None:
+    load = '{kind = "traces", files = ["2.csv.gz", "4.csv.gz"]}'
+    w = parse(cluster(number="2..4", n=400, load=load))
+    report = simulate_whatif(w, FileResolver(TRACES), sim=SimOptions(starts=2))
+    stored = json.loads(json.dumps(report.to_dict(), default=float))
+    assert figures_json(stored) == [_plain(f) for f in figures(report)]

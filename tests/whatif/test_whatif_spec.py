@@ -292,6 +292,9 @@ def test_missing_and_conflicting_fields() -> None:
     assert "give its speed" in only(text).message
     text = cluster(extra_nodeset='profile = "h.json"')
     assert "give one speed source" in only(text).message
+    p = only(cluster(number=3, extra_nodeset="sharing = 2"))
+    assert "must be a multiple of sharing" in p.message and p.field.endswith("sharing")
+    assert "sharing must be >= 1" in only(cluster(extra_nodeset="sharing = 0")).message
 
 
 def test_the_sor_model_needs_a_square_grid() -> None:

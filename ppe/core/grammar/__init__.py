@@ -22,9 +22,10 @@ The language is described in ``ppe/core/GRAMMAR.md``; in short::
 Operators: ``+ - * /`` and ``^`` (power: deterministic operands only, groups right, binds
 tighter than a prefix ``-``).  Built-in symbols: ``P`` (number of hosts), ``rows[p]``,
 ``Benchmark[p]``, ``FracAvailCPU[p]`` (stochastic), ``BWAvail[p, q]`` (stochastic) and
-``Latency[p, q]``; functions ``max(a, b, ...)``, ``min(...)``; aggregations
-``sum|max|min(v in DOMAIN: expr)`` with DOMAIN ``hosts``, ``neighbours(p)`` or
-``lo..hi`` (inclusive).
+``Latency[p, q]``, and each machine-profile figure of ``PROFILE_PARAMETERS`` host-indexed
+(``flops_dense[p]``, ``mem_read_unit_largest[p]``, ...: ``HostInputs.system``); functions
+``max(a, b, ...)``, ``min(...)``; aggregations ``sum|max|min(v in DOMAIN: expr)`` with DOMAIN
+``hosts``, ``neighbours(p)`` or ``lo..hi`` (inclusive).
 
 Limits (:mod:`.limits`, checked while parsing and compiling; over one raises
 :class:`GrammarLimitError`): expressions nest at most ``MAX_DEPTH`` (100) levels, a model
@@ -69,6 +70,7 @@ from .parser import parse
 from .symbols import (
     BUILTINS,
     FUNCTIONS,
+    PROFILE_BUILTINS,
     REQUIRED,
     RESERVED,
     Builtin,
@@ -88,6 +90,7 @@ __all__ = [
     "MAX_CHAIN",
     "MAX_DEFINITIONS",
     "MAX_DEPTH",
+    "PROFILE_BUILTINS",
     "REQUIRED",
     "RESERVED",
     "Agg",

@@ -7,6 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ..profile_figures import PROFILE_PARAMETERS
 from ..stochastic import StochasticValue
 from .nodes import EMPIRICAL, Definition, Empirical, Index, Name, Require, preorder
 from .tokens import KEYWORDS
@@ -14,14 +15,23 @@ from .tokens import KEYWORDS
 
 @dataclass(frozen=True)
 class Builtin:
-    """A system parameter the engine supplies."""
+    """A system parameter the engine supplies; ``profile``: one of a host's machine-profile
+    figures (``HostInputs.system``), in ``unit``."""
 
     name: str
     arity: int
     stochastic: bool
     doc: str
+    profile: bool = False
+    unit: str = ""
 
 
+#: The machine-profile figures, host-indexed like ``Benchmark``: named once, in
+#: ``ppe.core.profile_figures.PROFILE_PARAMETERS``.
+PROFILE_BUILTINS: dict[str, Builtin] = {
+    p.name: Builtin(p.name, 1, False, f"host p's {p.doc}", profile=True, unit=p.unit)
+    for p in PROFILE_PARAMETERS.values()
+}
 BUILTINS: dict[str, Builtin] = {
     b.name: b
     for b in (
@@ -31,6 +41,7 @@ BUILTINS: dict[str, Builtin] = {
         Builtin("FracAvailCPU", 1, True, "fraction of host p's CPU available (floored at 0.01)"),
         Builtin("BWAvail", 2, True, "bandwidth available from host p to neighbour q, bytes/s"),
         Builtin("Latency", 2, False, "per-message latency from host p to neighbour q, s"),
+        *PROFILE_BUILTINS.values(),
     )
 }
 FUNCTIONS = frozenset({"max", "min"})
@@ -86,6 +97,17 @@ class CompiledModel:
             for node in preorder(d.body)
         )
 
+    def profile_names(self) -> tuple[str, ...]:
+        """The machine-profile figures the components read (``flops_dense[p]``, ...), in
+        catalogue order: each host must supply them (``HostInputs.system``)."""
+        used = {
+            node.name
+            for d in self.definitions.values()
+            for node in preorder(d.body)
+            if isinstance(node, Index) and node.name in PROFILE_BUILTINS
+        }
+        return tuple(n for n in PROFILE_BUILTINS if n in used)
+
     def empirical_refs(self) -> tuple[tuple[str, ...], ...]:
         """The distinct models the text reads, in order of first use."""
         return tuple(dict.fromkeys(c.ref for c in self.empirical_calls))
@@ -109,4 +131,5 @@ class CompiledModel:
                 for d in self.definitions.values()
             ],
             "empirical": [list(ref) for ref in self.empirical_refs()],
+            "profile": list(self.profile_names()),
         }

@@ -23,9 +23,19 @@ from ppe.service.whatif import (
     check,
     current_spec,
     is_small,
+    nodes,
     read_references,
 )
-from ppe.whatif import Options, ResolveError, SpecError, WhatIfError, evaluate_resolved
+from ppe.whatif import (
+    Options,
+    ResolveError,
+    Resources,
+    SpecError,
+    WhatIf,
+    WhatIfError,
+    evaluate_resolved,
+)
+from ppe.whatif.html import figures_json
 
 router = APIRouter(tags=["whatif"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 
@@ -65,7 +75,9 @@ iterations = 100
 """
 
 
-class WhatIfRequest(BaseModel):
+class WhatIfSpec(BaseModel):
+    """A spec to check only (``POST /whatif/validate``)."""
+
     model_config = ConfigDict(
         extra="forbid", json_schema_extra={"examples": [{"spec": EXAMPLE_SPEC}]}
     )
@@ -73,6 +85,20 @@ class WhatIfRequest(BaseModel):
     spec: str = Field(
         max_length=MAX_SPEC_CHARS, pattern=TEXT_PATTERN, description="a what-if spec (TOML text)"
     )
+
+
+class WhatIfValidation(BaseModel):
+    """A spec that checks: what POSTing it would evaluate."""
+
+    valid: Literal[True] = True
+    title: str = Field(description="the spec's title")
+    axes: list[str] = Field(description="the swept fields, in sweep order")
+    points: int = Field(description="points to evaluate (the sweep's size)")
+    nodes: int = Field(description="the most nodes any point has")
+    job: bool = Field(description="whether POST /whatif would queue it as a job")
+
+
+class WhatIfRequest(WhatIfSpec):
     strategy: StrategyName = Field("mean", description="the scheduler's strategy at every point")
     confidence: float = Field(0.95, gt=0, lt=1, description="interval confidence")
     k: float = Field(2.0, gt=0, le=10, description="k of the conservative strategy")
@@ -89,6 +115,19 @@ with its URL; follow it with `GET /whatif/{{id}}`: `done` of `total` points, the
 report, or `error` when it failed)."""
 
 
+FiguresQuery = Annotated[
+    bool,
+    Query(
+        description="also return `figures`: the plots `ppe whatif --html` draws, as plotly "
+        "JSON (`[{data, layout}]`)"
+    ),
+]
+
+
+def _with_figures(out: dict[str, Any], report: dict[str, Any] | None) -> dict[str, Any]:
+    return {**out, "figures": figures_json(report) if report else []}
+
+
 def _summary(j: WhatIfJob) -> dict[str, Any]:
     return {**job_summary(j), "options": j.options}
 
@@ -96,6 +135,43 @@ def _summary(j: WhatIfJob) -> dict[str, Any]:
 def _resolver(request: Request, confidence: float) -> StoreResolver:
     sv = services_of(request)
     return StoreResolver(sv.sessions, sv.forecasts, sv.index, sv.settings, confidence)
+
+
+async def _checked(
+    request: Request, text: str, resolver: StoreResolver
+) -> tuple[WhatIf, Resources]:
+    """The spec parsed and checked, its references read (422 listing every problem)."""
+
+    def prepare() -> tuple[WhatIf, Resources]:
+        whatif = check(text)
+        return whatif, read_references(whatif, resolver)
+
+    try:
+        checked: tuple[WhatIf, Resources] = await planning_thread(request, prepare)
+    except SpecError as exc:
+        raise HTTPException(422, [p.to_dict() for p in exc.problems]) from exc
+    return checked
+
+
+@router.post(
+    "/whatif/validate",
+    description="Check a what-if spec as `POST /whatif` does, references included, without "
+    "evaluating or queuing anything: 200 with what it would evaluate, or 422 listing every "
+    "problem with its `field`, `line`, `column` and `reason` (the dashboard's Validate).",
+)
+async def validate_whatif(
+    body: WhatIfSpec,
+    request: Request,
+    _role: Annotated[str, Depends(require(*OPERATE))],
+) -> WhatIfValidation:
+    whatif, _ = await _checked(request, body.spec, _resolver(request, 0.95))
+    return WhatIfValidation(
+        title=whatif.points[0].spec.title,
+        axes=[a.label for a in whatif.axes],
+        points=len(whatif.points),
+        nodes=nodes(whatif),
+        job=not is_small(whatif),
+    )
 
 
 @router.post(
@@ -109,6 +185,7 @@ async def post_whatif(
     request: Request,
     response: Response,
     _role: Annotated[str, Depends(require(*OPERATE))],
+    figures: FiguresQuery = False,
 ) -> dict[str, Any]:
     if body.strategy not in scheduler.STRATEGIES:
         raise problem(
@@ -119,23 +196,20 @@ async def post_whatif(
     options = Options(strategy=body.strategy, confidence=body.confidence, k=body.k)
     resolver = _resolver(request, body.confidence)
 
-    def prepare() -> Any:
-        whatif = check(body.spec)
-        return whatif, read_references(whatif, resolver)
-
-    try:
-        whatif, resources = await planning_thread(request, prepare)
-    except SpecError as exc:
-        raise HTTPException(422, [p.to_dict() for p in exc.problems]) from exc
+    whatif, resources = await _checked(request, body.spec, resolver)
     if is_small(whatif):
+
+        def run() -> dict[str, Any]:
+            report = evaluate_resolved(whatif, resources, options).to_dict()
+            out = {"id": None, "status": "done", "done": 1, "total": 1, "report": report}
+            return _with_figures(out, report) if figures else out
+
         try:
-            report = await planning_thread(
-                request, lambda: evaluate_resolved(whatif, resources, options).to_dict()
-            )
+            answer = await planning_thread(request, run)
         except WhatIfError as exc:
             raise problem(422, str(exc), "spec") from exc
         response.status_code = status.HTTP_200_OK
-        return {"id": None, "status": "done", "done": 1, "total": 1, "report": report}
+        return answer
     sv = services_of(request)
     hide = [Path(d).resolve() for d in sv.settings.trace_dirs]
     job_id = await planning_thread(
@@ -192,9 +266,13 @@ async def current_whatif(
 
 @router.get("/whatif/{job_id}", responses=NOT_FOUND)
 def get_whatif(
-    job_id: IdPath, session: SessionDep, _role: Annotated[str, Depends(require(*READ))]
+    job_id: IdPath,
+    session: SessionDep,
+    _role: Annotated[str, Depends(require(*READ))],
+    figures: FiguresQuery = False,
 ) -> dict[str, Any]:
     job = session.get(WhatIfJob, job_id)
     if job is None:
         raise problem(404, f"no what-if job {job_id}", "path.job_id")
-    return {**_summary(job), "spec": job.spec, "report": job.report}
+    out = {**_summary(job), "spec": job.spec, "report": job.report}
+    return _with_figures(out, job.report) if figures else out

@@ -1,4 +1,5 @@
-"""Dashboard pages at `/`: login, overview, host, schedule playground, replays, runs, models.
+"""Dashboard pages at `/`: login, overview, host, schedule playground, replays, runs, models,
+what-if.
 
 The pages are Jinja2 templates that carry no data of their own: their plain JavaScript fetches the
 same `/api/v1` JSON that applications get, authenticated by the HttpOnly `ppe_token` cookie set at
@@ -39,7 +40,9 @@ from ppe.service.auth import (
     session_cookie,
 )
 from ppe.service.dashboard.models_data import DATA_PATH as MODELS_DATA_PATH
+from ppe.service.dashboard.whatif_data import DATA_PATH as WHATIF_EXAMPLES_PATH
 from ppe.service.store.tokens import article
+from scheduler import STRATEGIES
 
 LOGIN_NONCE_COOKIE = "ppe_csrf"  # before login there is no session to derive a CSRF token from
 COOKIE_MAX_AGE_S = 12 * 3600  # an operator's working day; log in again after that
@@ -162,6 +165,20 @@ def models_page(request: Request) -> Response:
     """Empirical models of stored runs (data from ppe.service.dashboard.models_data)."""
     return _page(
         request, "models_page.html", page="models", title="Models", data_path=MODELS_DATA_PATH
+    )
+
+
+@router.api_route("/whatif", methods=PAGE_METHODS, response_class=HTMLResponse)
+def whatif(request: Request) -> Response:
+    """Edit, check and run what-if specs (``?job=ID`` opens a job); the page calls
+    ``/api/v1/whatif`` and takes its examples from ppe.service.dashboard.whatif_data."""
+    return _page(
+        request,
+        "whatif.html",
+        page="whatif",
+        title="What-if",
+        examples_path=WHATIF_EXAMPLES_PATH,
+        strategies=list(STRATEGIES),
     )
 
 

@@ -15,7 +15,7 @@ window.PPE = (function () {
   function now() { return (Date.now() + skewMs) / 1000; }
 
   class ApiError extends Error {
-    constructor(status, message) { super(message); this.status = status; }
+    constructor(status, message, body) { super(message); this.status = status; this.body = body; }
   }
 
   function detailText(body) {
@@ -37,7 +37,8 @@ window.PPE = (function () {
     return path + location.search;
   }
 
-  /** GET (or POST with `json`) an API path; a 401 sends the operator back to the login form. */
+  /** GET (or POST with `json`) an API path (or, with `base: ""`, one of this dashboard's data
+      routes); a 401 sends the operator back to the login form. */
   async function api(path, options = {}) {
     const init = { credentials: "same-origin", headers: { Accept: "application/json" } };
     if (CSRF) init.headers["X-PPE-CSRF"] = CSRF;
@@ -48,7 +49,7 @@ window.PPE = (function () {
     }
     if (options.method) init.method = options.method;
     if (options.signal) init.signal = options.signal;
-    const res = await fetch(API + path, init);
+    const res = await fetch((options.base !== undefined ? options.base : API) + path, init);
     const date = Date.parse(res.headers.get("Date") || "");
     if (finite(date)) skewMs = date - Date.now();
     if (res.status === 401) {
@@ -58,7 +59,7 @@ window.PPE = (function () {
     const text = await res.text();
     let body = text;
     try { body = text ? JSON.parse(text) : null; } catch (e) { /* not JSON */ }
-    if (!res.ok) throw new ApiError(res.status, detailText(body) || res.statusText);
+    if (!res.ok) throw new ApiError(res.status, detailText(body) || res.statusText, body);
     return body;
   }
 
