@@ -414,3 +414,8 @@ def test_planning_uses_the_calibrated_bandwidth_of_an_unmeasured_link(env, t0) -
     # Too few runs on h0-h1: the default, no warning.
     post_runs(env, [halo_run(k, n, ("h0", "h1")) for k, n in enumerate([300, 1200])])
     assert warnings(schedule(env, "mean", ["h0", "h1"])) == []
+    # A sensor measures h2-h3 (one way round): its figures, not the runs'.
+    post_link(env, "bandwidth", 4e8, t0)
+    measured = schedule(env, "mean", ["h3", "h2"])
+    assert warnings(measured) == []
+    assert any(i.get("metric") == "bandwidth" for i in measured.json()["inputs"])
