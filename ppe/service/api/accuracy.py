@@ -1,4 +1,5 @@
-"""Live accuracy of served schedules, and hosts' benchmarks calibrated from reported runs."""
+"""Live accuracy of served schedules, and hosts' benchmarks and links' bandwidth calibrated
+from reported runs."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
+from ppe.evaluation.calibration import DEFAULT_CONFIDENCE
 from ppe.evaluation.live import Judged
 from ppe.service.accuracy import DEFAULT_LAST, group_accuracy
 from ppe.service.auth import READ, require
@@ -199,7 +201,7 @@ def _link(cal: LinkCalibration) -> LinkOut:
         bandwidth=None if e is None else e.bandwidth,
         std_error=None if e is None else e.std_error,
         interval=None if e is None else e.interval,
-        confidence=0.95 if e is None else e.confidence,
+        confidence=DEFAULT_CONFIDENCE if e is None else e.confidence,
         latency=None if e is None else e.latency,
         latency_std_error=None if e is None else e.latency_std_error,
         latency_source="" if e is None else e.latency_source,
@@ -237,7 +239,8 @@ def get_calibration(
     _role: Annotated[str, Depends(require(*READ))],
     settings: Annotated[Settings, Depends(get_settings)],
 ) -> CalibrationOut:
-    """The host's benchmark calibrated from its reported runs, beside the configured one."""
+    """The host's benchmark calibrated from its reported runs, beside the configured one, and
+    each of its links' bandwidth from the same runs' halo statistics, beside the measured one."""
     props = session.execute(
         select(Resource.properties).where(Resource.name == name)
     ).scalar_one_or_none()
