@@ -414,6 +414,19 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"idle {idle:.4g}: {diff:+.1%}; mean CPU share "
                 f"{statistics.fmean(r['share'] for r in cal['runs']):.2f}"
             )
+        print("\ncalibrated link bandwidth (loopback shared memory; the calibration's bandwidth)")
+        bandwidth = client.get(f"/api/v1/resources/{HOSTS[0]}/calibration").json()["bandwidth"]
+        for link in bandwidth["links"]:
+            bw, se = link["bandwidth"], link["std_error"] or 0.0
+            what = (
+                link["reason"]
+                if bw is None
+                else f"{bw / 1e6:.0f} ± {se / 1e6:.0f} MB/s from {link['runs']} runs "
+                f"(latency {link['latency_source']})"
+            )
+            print(f"  {HOSTS[0]}-{link['peer']}: {what}")
+        if not bandwidth["links"]:
+            print(f"  {bandwidth['reason']}")
         client.close()
     finally:
         procs.stop()

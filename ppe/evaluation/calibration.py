@@ -1,4 +1,5 @@
-"""A host's dedicated speed (``benchmark``) estimated from the runs it took part in.
+"""A host's dedicated speed (``benchmark``) and a link's bandwidth estimated from the runs
+they took part in (the bandwidth: :func:`fit_link`, at the end).
 
 The SOR model (``ppe/core/models/sor.ppg``) charges a strip of ``rows`` rows of an ``n``-wide
 grid ``rows * n * Benchmark / FracAvailCPU`` seconds of computation per iteration (two
@@ -25,6 +26,8 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+from scipy.stats import norm
 from scipy.stats import t as student_t
 
 #: A segment whose window the cpu samples cover less than this fraction of is not used.
@@ -136,3 +139,178 @@ def calibrate(
         half = float(student_t.ppf(0.5 + confidence / 2, len(values) - 1)) * se
         interval = (mean - half, mean + half)
     return Calibration(mean, se, interval, confidence, tuple(runs))
+
+
+# ----------------------------------------------------------------------- link bandwidth
+#
+# ppe-sor reports, per rank and chain neighbour, the bytes of one halo row and a robust
+# transfer time: the mean of the fastest 10 % of the receives from that neighbour
+# (``ppe.apps.sor.halo``: waiting for a slower neighbour only ever adds). A link's runs then
+# give points (bytes, seconds) on ``time = latency + bytes / bandwidth``.
+
+#: How a link estimate's latency was obtained.
+LATENCY_FITTED = "fitted"
+LATENCY_MEASURED = "measured"
+LATENCY_NOT_SEPARATED = "not separated"
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """One run's halo transfer time over a link at one message size."""
+
+    run_id: int
+    nbytes: float
+    seconds: float
+    #: the statistic's standard error within the run (sd of the fastest / sqrt(count))
+    std_error: float | None = None
+
+
+@dataclass(frozen=True)
+class LinkEstimate:
+    """A link's effective bandwidth (bytes/s) and latency (s) from runs, with uncertainty.
+
+    ``bandwidth`` is None when the runs cannot give one (``reason`` says why). ``interval``
+    is the bandwidth's interval at ``confidence``; its upper end is None when the interval
+    of ``1 / bandwidth`` reaches zero (the data cannot bound the bandwidth from above).
+    ``latency_source``: ``fitted`` (two sizes or more, least squares), ``measured`` (one
+    size, the sensors' latency subtracted) or ``not separated`` (one size, no latency
+    known: ``bytes / time``, a lower bound of the link's bandwidth at that size).
+    """
+
+    bandwidth: float | None
+    std_error: float | None
+    interval: tuple[float, float | None] | None
+    latency: float | None
+    latency_std_error: float | None
+    latency_source: str
+    confidence: float
+    sizes: tuple[float, ...]
+    points: tuple[Transfer, ...]
+    reason: str | None = None
+
+    @property
+    def runs(self) -> int:
+        return len({p.run_id for p in self.points})
+
+    def agrees(self, value: float) -> bool | None:
+        """Whether a measured or configured bandwidth lies inside the interval."""
+        if self.interval is None:
+            return None
+        low, high = self.interval
+        return low <= value and (high is None or value <= high)
+
+
+def _quantile(confidence: float, dof: int) -> float:
+    """Student-t quantile for ``dof`` degrees of freedom, normal for none (within-run
+    errors alone)."""
+    if dof > 0:
+        return float(student_t.ppf(0.5 + confidence / 2, dof))
+    return float(norm.ppf(0.5 + confidence / 2))
+
+
+def _inverse_interval(slope: float, half: float) -> tuple[float, float | None]:
+    """The interval of ``1 / s`` for ``s`` in ``slope ± half`` (slope > 0)."""
+    low_s = slope - half
+    return 1.0 / (slope + half), (1.0 / low_s if low_s > 0 else None)
+
+
+def _weights(points: Sequence[Transfer]) -> tuple[list[float], bool]:
+    """1 / standard error² when every point has a positive one (and ``True``), else 1."""
+    errors = [p.std_error for p in points]
+    if all(e is not None and e > 0 for e in errors):
+        return [1.0 / (e * e) for e in errors if e is not None], True
+    return [1.0] * len(points), False
+
+
+def _none(points: Sequence[Transfer], source: str, confidence: float, reason: str) -> LinkEstimate:
+    sizes = tuple(sorted({p.nbytes for p in points}))
+    return LinkEstimate(
+        None, None, None, None, None, source, confidence, sizes, tuple(points), reason
+    )
+
+
+def fit_link(
+    points: Sequence[Transfer],
+    measured_latency: float | None = None,
+    confidence: float = DEFAULT_CONFIDENCE,
+) -> LinkEstimate | None:
+    """Bandwidth (and latency) of one link from its runs' transfer times; None for no points.
+
+    Two sizes or more: weighted least squares of seconds on bytes (weights from the
+    within-run standard errors when all have one). The parameters' covariance is scaled by
+    the reduced chi-square when there are more points than parameters, never below the
+    within-run errors' (``max(1, chi2 / dof)``), so runs that scatter more than their own
+    errors say widen the interval; Student-t with the residual degrees of freedom.
+
+    One size: the weighted mean time ``t``; with ``measured_latency`` ``L`` the bandwidth is
+    ``bytes / (t - L)``, otherwise ``bytes / t`` (latency not separated). Its error: the runs'
+    standard error (two runs or more), else the within-run one.
+    """
+    if not points:
+        return None
+    sizes = sorted({p.nbytes for p in points})
+    w, have_errors = _weights(points)
+    x = np.array([p.nbytes for p in points], dtype=float)
+    y = np.array([p.seconds for p in points], dtype=float)
+    wa = np.array(w)
+    if len(sizes) >= 2:
+        design = np.column_stack([np.ones_like(x), x])
+        normal = design.T @ (wa[:, None] * design)
+        coef = np.linalg.solve(normal, design.T @ (wa * y))
+        latency, slope = float(coef[0]), float(coef[1])
+        if slope <= 0:
+            return _none(points, LATENCY_FITTED, confidence, "time does not grow with message size")
+        dof = len(points) - 2
+        resid = y - design @ coef
+        chi2 = float(np.sum(wa * resid * resid))
+        if dof > 0:
+            scale = chi2 / dof if not have_errors else max(1.0, chi2 / dof)
+        else:
+            scale = 1.0 if have_errors else math.nan  # two points, no errors: exact, no spread
+        se_lat = se_slope = None
+        interval: tuple[float, float | None] | None = None
+        if math.isfinite(scale):
+            cov = np.linalg.inv(normal) * scale
+            se_lat, se_slope = math.sqrt(cov[0, 0]), math.sqrt(cov[1, 1])
+            interval = _inverse_interval(slope, _quantile(confidence, dof) * se_slope)
+        return LinkEstimate(
+            bandwidth=1.0 / slope,
+            std_error=None if se_slope is None else se_slope / slope**2,
+            interval=interval,
+            latency=latency,
+            latency_std_error=se_lat,
+            latency_source=LATENCY_FITTED,
+            confidence=confidence,
+            sizes=tuple(sizes),
+            points=tuple(points),
+        )
+    nbytes = sizes[0]
+    mean = float(np.sum(wa * y) / np.sum(wa))
+    if len(points) >= 2:
+        spread = math.sqrt(float(np.sum(wa * (y - mean) ** 2)) / (np.sum(wa) * (len(y) - 1)))
+        se: float | None = spread
+        if have_errors:
+            se = max(spread, math.sqrt(1.0 / float(np.sum(wa))))
+        dof = len(points) - 1
+    else:
+        se = points[0].std_error if have_errors else None
+        dof = 0
+    source = LATENCY_NOT_SEPARATED if measured_latency is None else LATENCY_MEASURED
+    transfer = mean - (measured_latency or 0.0)
+    if transfer <= 0:
+        return _none(points, source, confidence, "the measured latency exceeds the transfer time")
+    slope = transfer / nbytes
+    interval = None
+    if se is not None and se > 0:
+        interval = _inverse_interval(slope, _quantile(confidence, dof) * se / nbytes)
+    return LinkEstimate(
+        bandwidth=1.0 / slope,
+        std_error=None if se is None else (se / nbytes) / slope**2,
+        interval=interval,
+        latency=measured_latency,
+        latency_std_error=None,
+        latency_source=source,
+        confidence=confidence,
+        sizes=(nbytes,),
+        points=tuple(points),
+    )

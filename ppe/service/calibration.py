@@ -1,16 +1,24 @@
-"""A host's benchmark calibrated from its reported runs and the CPU its sensor measured.
+"""A host's benchmark calibrated from its reported runs and the CPU its sensor measured; its
+links' bandwidth from the same runs' halo statistics.
 
 Reads ppe-sor's run reports (per rank and per segment between migrations: host, rows, the
 iterations ``from``/``to``, ``start``/``end`` unix times, compute seconds) and the host's cpu
 samples over each segment's window; ``ppe.evaluation.calibration`` does the arithmetic. Planning
 uses the result in place of a missing benchmark once ``min_runs`` runs back it; the API and the
 host's dashboard page show it beside the configured one.
+
+Links (:func:`link_calibrations`): every rank reports, per chain neighbour, the bytes of one
+halo row and the mean of its fastest 10 % receives (``ppe.apps.sor.halo``). Per run and host
+pair the smaller of the two ranks' figures is the transfer time (the rank that found its
+neighbour waiting); ``ppe.evaluation.calibration.fit_link`` fits latency and bandwidth over
+the runs' sizes, or, with one size, subtracts the sensors' latency for the link when the store
+has it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,13 +26,22 @@ from sqlalchemy.orm import Session
 
 from ppe.evaluation.calibration import (
     Calibration,
+    LinkEstimate,
     Segment,
+    Transfer,
     app_share,
     calibrate,
+    fit_link,
     run_estimate,
     window_mean,
 )
-from ppe.service.store.run_evidence import ReportedRun, cpu_samples, runs_on_host
+from ppe.pipeline import DEFAULT_LINK
+from ppe.service.store.run_evidence import (
+    ReportedRun,
+    cpu_samples,
+    link_mean,
+    runs_on_host,
+)
 
 DEFAULT_MIN_RUNS = 3
 #: Newest reported runs on a host that a calibration reads.
@@ -138,4 +155,121 @@ def note(cal: HostCalibration) -> str:
         f"host {cal.host!r} has no benchmark: planned with {c.benchmark:.4g} s per element "
         f"calibrated from {len(c.runs)} reported runs{se} "
         f"(GET /api/v1/resources/{cal.host}/calibration)"
+    )
+
+
+# ----------------------------------------------------------------------- links
+
+
+@dataclass(frozen=True)
+class LinkCalibration:
+    """What the runs between ``host`` and ``peer`` say about their link, beside what the
+    sensors measured (the newest samples' means) and the default planning assumes for a link
+    with neither."""
+
+    host: str
+    peer: str
+    estimate: LinkEstimate | None
+    measured_bandwidth: float | None
+    measured_latency: float | None
+    min_runs: int
+    default_bandwidth: float = DEFAULT_LINK.bandwidth
+
+    @property
+    def enough(self) -> bool:
+        """A bandwidth backed by enough runs for planning to use on an unmeasured link."""
+        e = self.estimate
+        return e is not None and e.bandwidth is not None and e.runs >= self.min_runs
+
+    @property
+    def compared_with(self) -> str:
+        """``measured`` when the sensors measure the link, else ``default``."""
+        return "default" if self.measured_bandwidth is None else "measured"
+
+    @property
+    def agrees(self) -> bool | None:
+        """The measured (else the default) bandwidth inside the estimate's interval; None
+        without one. False is what an operator should look at."""
+        if self.estimate is None:
+            return None
+        other = self.measured_bandwidth
+        return self.estimate.agrees(self.default_bandwidth if other is None else other)
+
+
+def hosts_by_rank(run: ReportedRun) -> dict[int, str]:
+    """Rank -> host: the report's ranks, else the run's ``system`` in chain order."""
+    out: dict[int, str] = {}
+    for i, name in enumerate((run.system or "").split(",")):
+        if name:
+            out[i] = name
+    for rank in run.report.get("ranks") or []:
+        if isinstance(rank, dict) and isinstance(rank.get("host"), str):
+            try:
+                out[int(rank["rank"])] = rank["host"]
+            except (KeyError, TypeError, ValueError):
+                continue
+    return out
+
+
+def transfers_of(run: ReportedRun, host: str) -> dict[str, Transfer]:
+    """Per peer of ``host`` in this run: the smaller of the two ranks' halo figures (a report
+    without halo statistics, from an older ppe-sor, gives none)."""
+    by_rank = hosts_by_rank(run)
+    best: dict[str, Transfer] = {}
+    for rank in run.report.get("ranks") or []:
+        if not isinstance(rank, dict):
+            continue
+        for item in rank.get("halo") or []:
+            try:
+                a, b = by_rank[int(rank["rank"])], by_rank[int(item["peer"])]
+                seconds, nbytes = _number(item["fast_s"]), _number(item["bytes"])
+                sd, count = _number(item.get("fast_sd", 0.0)), int(item.get("fast_n", 1))
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            if host not in (a, b) or a == b or seconds <= 0 or nbytes <= 0:
+                continue
+            peer = b if a == host else a
+            error = sd / math.sqrt(count) if sd > 0 and count > 1 else None
+            if peer not in best or seconds < best[peer].seconds:
+                best[peer] = Transfer(run.id, nbytes, seconds, error)
+    return best
+
+
+def link_calibrations(
+    session: Session,
+    host: str,
+    min_runs: int = DEFAULT_MIN_RUNS,
+    last: int = DEFAULT_LAST,
+    peers: Collection[str] | None = None,
+) -> dict[str, LinkCalibration]:
+    """Each link of ``host`` that its newest ``last`` reported runs exchanged halos over
+    (only ``peers`` when given), with the sensors' figures for it."""
+    points: dict[str, list[Transfer]] = {}
+    for run in runs_on_host(session, host, last):
+        for peer, transfer in transfers_of(run, host).items():
+            if peers is None or peer in peers:
+                points.setdefault(peer, []).append(transfer)
+    out = {}
+    for peer in sorted(points):
+        latency = link_mean(session, host, peer, "latency")
+        out[peer] = LinkCalibration(
+            host=host,
+            peer=peer,
+            estimate=fit_link(points[peer], latency),
+            measured_bandwidth=link_mean(session, host, peer, "bandwidth"),
+            measured_latency=latency,
+            min_runs=min_runs,
+        )
+    return out
+
+
+def link_note(cal: LinkCalibration) -> str:
+    """What a schedule's warnings say when it planned a link with the calibrated bandwidth."""
+    e = cal.estimate
+    assert e is not None and e.bandwidth is not None
+    se = "" if e.std_error is None else f" ± {e.std_error:.3g} (standard error)"
+    return (
+        f"link {cal.host!r}-{cal.peer!r} has no measured bandwidth: planned with "
+        f"{e.bandwidth:.4g} bytes/s calibrated from {e.runs} reported runs{se}, latency "
+        f"{e.latency_source} (GET /api/v1/resources/{cal.host}/calibration)"
     )

@@ -42,7 +42,15 @@ from ppe.pipeline import (
 )
 from ppe.pmac import Signature, SignatureError, parse_signature, profile_parameters
 from ppe.service import models_registry
-from ppe.service.calibration import DEFAULT_MIN_RUNS, HostCalibration, host_calibration, note
+from ppe.service.calibration import (
+    DEFAULT_MIN_RUNS,
+    HostCalibration,
+    LinkCalibration,
+    host_calibration,
+    link_calibrations,
+    link_note,
+    note,
+)
 from ppe.service.empirical import FitCache
 from ppe.service.forecasts import ForecastCache, age_at
 from ppe.service.plan_memo import Answer, PlanMemo
@@ -89,6 +97,12 @@ class SeriesIndex:
     #: hosts with no benchmark by any other means: their newest machine profile, None for
     #: none (filled by profile_missing)
     profiles: dict[str, StoredProfile | None] = field(default_factory=dict)
+    #: chain neighbours no sensor measures the bandwidth of (either way round): what their
+    #: reported runs say instead, None for no runs (filled by calibrate_links)
+    links: dict[tuple[str, str], LinkCalibration | None] = field(default_factory=dict)
+
+    def measures_bandwidth(self, a: str, b: str) -> bool:
+        return (a, b) in self.bandwidth or (b, a) in self.bandwidth
 
     def series_ids(self) -> list[int]:
         return [*self.cpu.values(), *self.bandwidth.values(), *self.latency.values()]
@@ -150,6 +164,29 @@ def calibrate_missing(
     for name in names:
         if name not in idx.calibrated and idx.properties[name].get("benchmark") is None:
             idx.calibrated[name] = host_calibration(session, name, None, min_runs)
+
+
+def calibrate_links(
+    session: Session, idx: SeriesIndex, names: Sequence[str], min_runs: int
+) -> None:
+    """The calibrated bandwidth of each pair of chain neighbours in ``names`` that no sensor
+    measures, read from their reported runs once per index entry."""
+    for a, b in zip(names, names[1:], strict=False):
+        if (a, b) in idx.links or idx.measures_bandwidth(a, b):
+            continue
+        idx.links[(a, b)] = link_calibrations(session, a, min_runs, peers={b}).get(b)
+
+
+def calibrated_links(
+    idx: SeriesIndex, names: Sequence[str]
+) -> dict[tuple[str, str], LinkCalibration]:
+    """The chain links planning takes from the runs: unmeasured, enough runs behind them."""
+    out = {}
+    for a, b in zip(names, names[1:], strict=False):
+        cal = idx.links.get((a, b))
+        if cal is not None and cal.enough and not idx.measures_bandwidth(a, b):
+            out[(a, b)] = cal
+    return out
 
 
 def profile_missing(session: Session, idx: SeriesIndex, names: Sequence[str]) -> None:
@@ -358,6 +395,7 @@ class StoreForecasts:
         at: float | None,
         default_bandwidth: float,
         default_latency: float,
+        link_bandwidth: Mapping[tuple[str, str], float] | None = None,
     ) -> None:
         self.cache = cache
         self.idx = idx
@@ -368,6 +406,11 @@ class StoreForecasts:
         self.default_latency = default_latency
         self._bandwidth = _neighbours(idx.bandwidth)
         self._latency = _neighbours(idx.latency)
+        #: unmeasured links' calibrated bandwidth, both ways round
+        self._calibrated: dict[str, dict[str, float]] = {}
+        for (a, b), value in (link_bandwidth or {}).items():
+            self._calibrated.setdefault(a, {})[b] = value
+            self._calibrated.setdefault(b, {})[a] = value
         self._memo: dict[tuple[int, float | None], tuple[Any, StochasticValue, dict[str, Any]]] = {}
         self._dependence: dict[tuple[tuple[str, ...], float | None], np.ndarray] = {}
         if at is None:
@@ -411,6 +454,8 @@ class StoreForecasts:
             fc, value, as_json = self._forecast(sid, "bandwidth", horizon)
             bw[peer] = value
             links[peer] = {"forecast": as_json, "fc": fc}
+        for peer, calibrated in self._calibrated.get(name, {}).items():
+            bw.setdefault(peer, Point(calibrated))
         lat = [
             self._forecast(sid, "latency", horizon)[0].mean
             for sid in self._latency.get(name, {}).values()
@@ -454,12 +499,15 @@ def prepare(
     at: float | None,
     default_bandwidth: float,
     default_latency: float,
+    bandwidth_given: bool = False,
 ) -> Prepared:
     """What a schedule and a prediction both start from: the hosts (no repeats; see
     `host_specs`), the model (a name, or `grammar` text), the hosts' series and forecasts.
     The session's read transaction ends before any forecast reads the store (`release`); an
     unknown model is reported on the request's `model_field`. ``params`` (the model's) name
-    the signature's parameters when a host's speed comes from its machine profile."""
+    the signature's parameters when a host's speed comes from its machine profile. Chain
+    neighbours no sensor measures take the bandwidth their reported runs calibrate (enough
+    of them) unless the request gives ``bandwidth`` (``bandwidth_given``)."""
     params = params or {}
     specs = host_specs(hosts)
     try:
@@ -472,6 +520,9 @@ def prepare(
     if needs_benchmark and index.calibration_min_runs is not None:
         unbenchmarked = [s.name for s in specs if s.benchmark is None]
         calibrate_missing(session, idx, unbenchmarked, index.calibration_min_runs)
+    if not bandwidth_given and index.calibration_min_runs is not None:
+        calibrate_links(session, idx, names, index.calibration_min_runs)
+    links = {} if bandwidth_given else calibrated_links(idx, names)
     profiled, why = (
         profiled_speeds(session, index, idx, specs, model, n, params)
         if needs_benchmark
@@ -488,13 +539,18 @@ def prepare(
         at=at,
         default_bandwidth=default_bandwidth,
         default_latency=default_latency,
+        link_bandwidth={
+            pair: cal.estimate.bandwidth
+            for pair, cal in links.items()
+            if cal.estimate is not None and cal.estimate.bandwidth is not None
+        },
     )
     notes = tuple(sp.note for sp in speeds.values() if sp.note is not None)
     return Prepared(
         resolved.model,
         host_meta(specs, idx, n, speeds, system),
         forecasts_for,
-        (*resolved.notes, *notes, *figure_notes),
+        (*resolved.notes, *notes, *figure_notes, *(link_note(cal) for cal in links.values())),
         speeds,
     )
 
@@ -599,6 +655,7 @@ def predict(
         at=body.at,
         default_bandwidth=body.bandwidth,
         default_latency=body.latency,
+        bandwidth_given="bandwidth" in body.model_fields_set,
     )
     options = PlanOptions(
         confidence=body.confidence,
@@ -651,6 +708,7 @@ def schedule(
         at=body.at,
         default_bandwidth=body.bandwidth,
         default_latency=body.latency,
+        bandwidth_given="bandwidth" in body.model_fields_set,
     )
     version = inputs.forecasts_for.data_version()
     key = (

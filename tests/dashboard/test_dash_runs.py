@@ -47,14 +47,17 @@ def seed(post: Any, put: Any) -> dict[str, Any]:
     ]  # fmt: skip
     assert post("/api/v1/runs", {"runs": runs}).status_code == 201
     # Three ppe-sor reports whose rank on h0 ran at 3e-8 s per element (the sensor read 0.25
-    # with the run on the core: the share it got), against the 2e-8 registered.
+    # with the run on the core: the share it got), against the 2e-8 registered; its halo
+    # rows from h1 (8016 bytes) took 16-18 us: about 470 MB/s, far above the 12.5 MB/s default.
     reports = [
         {"app": "sor", "params": {"n": 1000, "iterations": 50}, "system": "h0,h1",
          "values": [60.0], "key": f"cal-{k}",
-         "report": {"ranks": [{"host": "h0", "segments": [
+         "report": {"ranks": [{"rank": 0, "host": "h0", "segments": [
              {"from": 0, "to": 50, "rows": 200, "start": t0 + 600 + 400 * k,
-              "end": t0 + 660 + 400 * k, "compute_s": b * 200 * 1000 * 50 * 4}]}]}}
-        for k, b in enumerate((2.9e-8, 3.0e-8, 3.1e-8))
+              "end": t0 + 660 + 400 * k, "compute_s": b * 200 * 1000 * 50 * 4}],
+             "halo": [{"peer": 1, "bytes": 8016, "exchanges": 100, "fast_s": t,
+                       "fast_sd": 1e-6, "fast_n": 10}]}]}}
+        for k, (b, t) in enumerate(((2.9e-8, 1.6e-5), (3.0e-8, 1.7e-5), (3.1e-8, 1.8e-5)))
     ]  # fmt: skip
     assert post("/api/v1/runs", {"runs": reports}).status_code == 201
     return dict(m)
@@ -139,6 +142,10 @@ def test_runs_and_calibration_draw_in_chromium(server_factory, tmp_path: Path) -
                 expect(page.locator("#calibration")).to_contain_text("2.000e-8 s")
                 expect(page.locator("#calibration")).to_contain_text("3.000e-8 s")
                 expect(page.locator("#calibration .verdict.bad")).to_contain_text("differs")
+                link = page.locator("#calibration")
+                expect(link).to_contain_text("Link to h1")
+                expect(link).to_contain_text("latency not separated")
+                expect(link).to_contain_text("differs, check it")
                 page.screenshot(path=str(tmp_path / "host.png"), full_page=True)
                 assert b.errors == [] and b.external == []  # a CSP violation logs an error
             finally:

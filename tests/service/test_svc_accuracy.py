@@ -282,3 +282,140 @@ def test_a_store_outage_leaves_the_rest_of_the_scrape(tmp_path) -> None:  # type
 
     unreachable = create_engine(f"sqlite:///{tmp_path / 'no' / 'such' / 'dir.db'}")
     assert list(LiveCollector(sessionmaker(unreachable)).collect()) == []
+
+
+# ------------------------------------------------------------------------ link bandwidth
+
+LINK_LATENCY, LINK_BANDWIDTH = 2e-5, 5e8
+
+
+def halo_run(k: int, n: int, hosts: tuple[str, str] = ("h2", "h3"), **extra: Any) -> dict[str, Any]:
+    """A ppe-sor report whose two ranks exchanged halo rows of ``n + 2`` doubles: the rank on
+    the second host found its neighbour waiting (the link's transfer time exactly), the first
+    waited for it (slower)."""
+    nbytes = (n + 2) * 8
+    transfer = LINK_LATENCY + nbytes / LINK_BANDWIDTH
+
+    def halo(peer: int, seconds: float) -> list[dict[str, Any]]:
+        return [
+            {
+                "peer": peer,
+                "bytes": nbytes,
+                "exchanges": 400,
+                "fast_s": seconds,
+                "fast_sd": 0.0,
+                "fast_n": 40,
+                "min_s": seconds,
+                "median_s": 3 * seconds,
+            }
+        ]
+
+    ranks = [
+        {"rank": 0, "host": hosts[0], "halo": halo(1, transfer + 5e-5)},
+        {"rank": 1, "host": hosts[1], "halo": halo(0, transfer)},
+    ]
+    return {
+        "app": "sor",
+        "params": {"n": n, "iterations": 200, "p": 2},
+        "system": ",".join(hosts),
+        "values": [1.0],
+        "report": {"ranks": ranks, **extra},
+        "key": f"halo-{hosts[0]}-{hosts[1]}-{n}-{k}",
+    }
+
+
+def link(cal: dict[str, Any], peer: str) -> dict[str, Any]:
+    found = [x for x in cal["bandwidth"]["links"] if x["peer"] == peer]
+    assert len(found) == 1, cal["bandwidth"]
+    return dict(found[0])
+
+
+def test_link_bandwidth_from_two_sizes_by_hand(env, t0) -> None:  # type: ignore[no-untyped-def]
+    post_runs(env, [halo_run(k, n) for k, n in enumerate([300, 300, 1200, 1200])])
+    cal = calibration(env, "h2")
+    assert cal["bandwidth"]["estimated"] is True and cal["bandwidth"]["reason"] is None
+    got = link(cal, "h3")
+    assert got["bandwidth"] == pytest.approx(LINK_BANDWIDTH, rel=1e-6)
+    assert got["latency"] == pytest.approx(LINK_LATENCY, rel=1e-6)
+    assert got["latency_source"] == "fitted" and got["sizes"] == [2416, 9616]
+    assert got["runs"] == 4 and got["measured_bandwidth"] is None
+    # Unmeasured: compared with the default planning would assume (12.5 MB/s): far off.
+    assert got["compared_with"] == "default" and got["agrees"] is False
+    assert got["used_by_planning"] == "calibrated"
+    # The other end of the link sees the same link.
+    assert link(calibration(env, "h3"), "h2")["bandwidth"] == pytest.approx(got["bandwidth"])
+    # A host whose runs carry no halo statistics says so.
+    none = calibration(env, "h0")["bandwidth"]
+    assert none["estimated"] is False and none["links"] == [] and "halo" in none["reason"]
+
+
+def post_link(env: Any, metric: str, value: float, t0: float) -> None:
+    items = [
+        {"resource": "h2", "metric": metric, "peer": "h3", "timestamp": t0 + 10 * k, "value": value}
+        for k in range(5)
+    ]
+    r = env.client.post(
+        "/api/v1/measurements", json={"measurements": items}, headers=env.h("sensor")
+    )
+    assert r.status_code == 200, r.text
+
+
+def test_one_size_uses_the_sensors_latency_and_compares_with_their_bandwidth(env, t0) -> None:  # type: ignore[no-untyped-def]
+    post_runs(env, [halo_run(k, 1200) for k in range(3)])
+    alone = link(calibration(env, "h2"), "h3")
+    nbytes = 1202 * 8
+    assert alone["latency_source"] == "not separated" and alone["latency"] is None
+    assert alone["bandwidth"] == pytest.approx(nbytes / (LINK_LATENCY + nbytes / LINK_BANDWIDTH))
+    post_link(env, "latency", LINK_LATENCY, t0)
+    post_link(env, "bandwidth", 4e8, t0)
+    got = link(calibration(env, "h2"), "h3")
+    assert got["latency_source"] == "measured" and got["latency"] == pytest.approx(LINK_LATENCY)
+    assert got["bandwidth"] == pytest.approx(LINK_BANDWIDTH)
+    # Three identical runs: no spread, so no interval to judge the sensors' 400 MB/s by.
+    assert got["measured_bandwidth"] == pytest.approx(4e8) and got["compared_with"] == "measured"
+    assert got["agrees"] is None and got["used_by_planning"] == "measured"
+
+
+def test_planning_uses_the_calibrated_bandwidth_of_an_unmeasured_link(env, t0) -> None:  # type: ignore[no-untyped-def]
+    for h in ("h2", "h3"):
+        register(env, h, {"benchmark": 2e-8})
+    post_runs(env, [halo_run(k, n) for k, n in enumerate([300, 1200, 300])])
+
+    def warnings(r: Any) -> list[str]:
+        assert r.status_code == 200, r.text
+        return [w for w in r.json()["warnings"] if "link" in w]
+
+    r = schedule(env, "mean", ["h2", "h3"])
+    notes = warnings(r)
+    assert len(notes) == 1 and "'h2'-'h3'" in notes[0]
+    assert "calibrated from 3 reported runs" in notes[0] and "latency fitted" in notes[0]
+    # The same schedule as with the calibrated bandwidth given, which planning then takes.
+    given = env.client.post(
+        "/api/v1/schedules",
+        json={
+            "app": "sor",
+            "n": N,
+            "iterations": ITERATIONS,
+            "hosts": ["h2", "h3"],
+            "strategy": "mean",
+            "bandwidth": LINK_BANDWIDTH,
+        },
+        headers=env.h("app"),
+    )
+    assert warnings(given) == []
+    assert r.json()["makespan"]["mean"] == pytest.approx(given.json()["makespan"]["mean"])
+    # The default (12.5 MB/s) would have planned a slower run than the calibrated link.
+    slow = dict(
+        app="sor", n=N, iterations=ITERATIONS, hosts=["h2", "h3"], strategy="mean", bandwidth=1.25e7
+    )
+    default = env.client.post("/api/v1/schedules", json=slow, headers=env.h("app"))
+    assert default.status_code == 200, default.text
+    assert default.json()["makespan"]["mean"] > r.json()["makespan"]["mean"]
+    # Too few runs on h0-h1: the default, no warning.
+    post_runs(env, [halo_run(k, n, ("h0", "h1")) for k, n in enumerate([300, 1200])])
+    assert warnings(schedule(env, "mean", ["h0", "h1"])) == []
+    # A sensor measures h2-h3 (one way round): its figures, not the runs'.
+    post_link(env, "bandwidth", 4e8, t0)
+    measured = schedule(env, "mean", ["h3", "h2"])
+    assert warnings(measured) == []
+    assert any(i.get("metric") == "bandwidth" for i in measured.json()["inputs"])

@@ -12,6 +12,7 @@ from pathlib import Path
 from mpi4py import MPI
 
 from ppe.apps.sor import report
+from ppe.apps.sor.halo import halo_report
 from ppe.apps.sor.numerics import Problem
 from ppe.apps.sor.planner import BLOCK, Planner
 from ppe.apps.sor.runner import Options, Outcome, Progress, RankStats, RunFailed, pin_to_core, run
@@ -203,6 +204,7 @@ def finish(client: PPEClient | None, setup: report.RunSetup, outcome: Outcome) -
         "migrations": len(outcome.progress.migrations),
         "schedule_id": outcome.progress.first_schedule,
         "iter_s": [sum(r.iter_s) / max(1, len(r.iter_s)) for r in outcome.ranks],
+        "halo": [halo_report(r.halo_s, r.halo_bytes) for r in outcome.ranks],
         "run_id": None,
     }
     status = 0

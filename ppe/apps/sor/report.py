@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from ppe.apps.sor.halo import halo_report
 from ppe.apps.sor.runner import Outcome, Progress, RankStats
 from ppe.client import RunReport
 
@@ -49,6 +50,7 @@ def rank_entry(stats: RankStats) -> dict[str, Any]:
         "iter_s": iter_s,
         "iter_block": block,
         "segments": stats.segments,
+        "halo": halo_report(stats.halo_s, stats.halo_bytes),
     }
 
 

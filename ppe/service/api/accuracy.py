@@ -1,17 +1,25 @@
-"""Live accuracy of served schedules, and hosts' benchmarks calibrated from reported runs."""
+"""Live accuracy of served schedules, and hosts' benchmarks and links' bandwidth calibrated
+from reported runs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Annotated
 
 from fastapi import APIRouter, Depends, Query
 from pydantic import BaseModel, Field
 from sqlalchemy import select
 
+from ppe.evaluation.calibration import DEFAULT_CONFIDENCE
 from ppe.evaluation.live import Judged
 from ppe.service.accuracy import DEFAULT_LAST, group_accuracy
 from ppe.service.auth import READ, require
-from ppe.service.calibration import configured_benchmark, host_calibration
+from ppe.service.calibration import (
+    LinkCalibration,
+    configured_benchmark,
+    host_calibration,
+    link_calibrations,
+)
 from ppe.service.config import Settings
 from ppe.service.deps import SessionDep, get_settings
 from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
@@ -121,9 +129,40 @@ class CalibratedOut(BaseModel):
     runs: list[RunEstimateOut]
 
 
+class LinkOut(BaseModel):
+    peer: str
+    bandwidth: float | None = Field(
+        description="bytes/s calibrated from the runs; null: see reason"
+    )
+    std_error: float | None
+    interval: tuple[float, float | None] | None = Field(
+        description="bandwidth interval; a null upper end: the runs cannot bound it from above"
+    )
+    confidence: float
+    latency: float | None = Field(description="s per message: fitted, measured, or null")
+    latency_std_error: float | None
+    latency_source: str = Field(description='"fitted", "measured" or "not separated"')
+    sizes: list[float] = Field(description="message sizes (bytes) the runs exchanged")
+    runs: int
+    reason: str | None
+    measured_bandwidth: float | None = Field(
+        description="the sensors' bandwidth for the link (mean of the newest 100 samples)"
+    )
+    measured_latency: float | None
+    default_bandwidth: float = Field(description="what planning assumes for an unmeasured link")
+    compared_with: str = Field(description='"measured", or "default" for an unmeasured link')
+    agrees: bool | None = Field(
+        description="the compared bandwidth inside the interval; false: check the link"
+    )
+    used_by_planning: str = Field(
+        description='"measured" (sensors), "calibrated" (no sensor, enough runs) or "default"'
+    )
+
+
 class BandwidthOut(BaseModel):
-    estimated: bool
-    reason: str
+    estimated: bool = Field(description="some link of the host has a calibrated bandwidth")
+    reason: str | None
+    links: list[LinkOut]
 
 
 class CalibrationOut(BaseModel):
@@ -142,11 +181,50 @@ class CalibrationOut(BaseModel):
     bandwidth: BandwidthOut
 
 
-BANDWIDTH_REASON = (
-    "not estimated: ppe-sor's reports give each rank's communication seconds, which include "
-    "waiting for the slower neighbour (load imbalance), not per-message transfer times; "
-    "those are only in --trace files, which are not posted"
+NO_LINKS = (
+    "no reported run of this host carries halo statistics (ppe-sor's per-neighbour "
+    "exchange times): nothing to estimate a link from"
 )
+
+
+def _link(cal: LinkCalibration) -> LinkOut:
+    e = cal.estimate
+    used = (
+        "measured"
+        if cal.measured_bandwidth is not None
+        else "calibrated"
+        if cal.enough
+        else "default"
+    )
+    return LinkOut(
+        peer=cal.peer,
+        bandwidth=None if e is None else e.bandwidth,
+        std_error=None if e is None else e.std_error,
+        interval=None if e is None else e.interval,
+        confidence=DEFAULT_CONFIDENCE if e is None else e.confidence,
+        latency=None if e is None else e.latency,
+        latency_std_error=None if e is None else e.latency_std_error,
+        latency_source="" if e is None else e.latency_source,
+        sizes=[] if e is None else list(e.sizes),
+        runs=0 if e is None else e.runs,
+        reason=None if e is None else e.reason,
+        measured_bandwidth=cal.measured_bandwidth,
+        measured_latency=cal.measured_latency,
+        default_bandwidth=cal.default_bandwidth,
+        compared_with=cal.compared_with,
+        agrees=cal.agrees,
+        used_by_planning=used,
+    )
+
+
+def bandwidth_out(links: Mapping[str, LinkCalibration]) -> BandwidthOut:
+    out = [_link(c) for c in links.values()]
+    estimated = any(link.bandwidth is not None for link in out)
+    return BandwidthOut(
+        estimated=estimated,
+        reason=None if out else NO_LINKS,
+        links=out,
+    )
 
 
 @router.get(
@@ -161,7 +239,8 @@ def get_calibration(
     _role: Annotated[str, Depends(require(*READ))],
     settings: Annotated[Settings, Depends(get_settings)],
 ) -> CalibrationOut:
-    """The host's benchmark calibrated from its reported runs, beside the configured one."""
+    """The host's benchmark calibrated from its reported runs, beside the configured one, and
+    each of its links' bandwidth from the same runs' halo statistics, beside the measured one."""
     props = session.execute(
         select(Resource.properties).where(Resource.name == name)
     ).scalar_one_or_none()
@@ -199,5 +278,5 @@ def get_calibration(
         agrees=cal.agrees,
         runs_read=cal.runs_read,
         unusable_runs=cal.unusable,
-        bandwidth=BandwidthOut(estimated=False, reason=BANDWIDTH_REASON),
+        bandwidth=bandwidth_out(link_calibrations(session, name, settings.calibration_min_runs)),
     )

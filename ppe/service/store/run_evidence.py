@@ -106,6 +106,8 @@ class ReportedRun:
     id: int
     params: dict[str, Any]
     report: dict[str, Any]
+    #: the hosts in chain order, comma-joined (None when the run named none)
+    system: str | None = None
 
 
 def _like_escaped(text: str) -> str:
@@ -123,7 +125,7 @@ def runs_on_host(session: Session, host: str, last: int) -> list[ReportedRun]:
         Run.system.like(f"%,{name},%", escape="\\"),
     )
     rows = session.execute(
-        select(Run.id, Run.params, Run.report)
+        select(Run.id, Run.params, Run.report, Run.system)
         .where(
             Run.app == CALIBRATING_APP,
             Run.status == "completed",
@@ -134,7 +136,7 @@ def runs_on_host(session: Session, host: str, last: int) -> list[ReportedRun]:
         .limit(last)
     ).all()
     return [
-        ReportedRun(r.id, dict(r.params or {}), r.report)
+        ReportedRun(r.id, dict(r.params or {}), r.report, r.system)
         for r in rows
         if isinstance(r.report, dict)
     ]
@@ -157,3 +159,30 @@ def cpu_samples(
         .order_by(Measurement.timestamp)
     ).all()
     return [(float(t), float(v)) for t, v in rows]
+
+
+#: Newest samples of a link series whose mean the calibration shows beside its estimate.
+LINK_SAMPLES = 100
+
+
+def link_mean(
+    session: Session, a: str, b: str, metric: str, last: int = LINK_SAMPLES
+) -> float | None:
+    """The mean of the newest ``last`` samples of the link's ``metric`` (``bandwidth`` or
+    ``latency``) as the sensors store it: the series of ``a`` with peer ``b``, else the one
+    of ``b`` with peer ``a`` (a link measured one way serves both, as in planning); None
+    when neither exists or holds samples."""
+    for host, peer in ((a, b), (b, a)):
+        newest = (
+            select(Measurement.value)
+            .join(Series, Series.id == Measurement.series_id)
+            .join(Resource, Resource.id == Series.resource_id)
+            .where(Resource.name == host, Series.metric == metric, Series.peer == peer)
+            .order_by(Measurement.timestamp.desc())
+            .limit(last)
+            .subquery()
+        )
+        value = session.execute(select(func.avg(newest.c.value))).scalar_one_or_none()
+        if value is not None:
+            return float(value)
+    return None

@@ -391,6 +391,18 @@
 
   /* ---- benchmark calibrated from reported runs ---- */
   function perElement(x) { return P.finite(x) ? x.toExponential(3) + " s" : P.DASH; }
+  function linkRows(bw) {
+    if (!bw.links.length) return [["Link bandwidth", bw.reason]];
+    return bw.links.map((l) => {
+      if (l.bandwidth === null) return ["Link to " + l.peer, l.reason || P.DASH];
+      const other = l.compared_with === "measured" ? l.measured_bandwidth : l.default_bandwidth;
+      const verdict = l.agrees === false ? " — differs, check it" : l.agrees === true ? " — agrees" : "";
+      return ["Link to " + l.peer,
+        P.rate(l.bandwidth) + (P.finite(l.std_error) ? " ± " + P.rate(l.std_error) : "") +
+        " from " + l.runs + " runs (latency " + l.latency_source + "); " + l.compared_with + " " +
+        P.rate(other) + verdict + "; planning uses the " + l.used_by_planning + " value"];
+    });
+  }
   async function renderCalibration() {
     const dl = $("#calibration");
     let c;
@@ -414,7 +426,7 @@
       ["From", (cal ? cal.runs.length : 0) + " of " + c.runs_read + " reported runs" + (c.unusable_runs ? " (" + c.unusable_runs + " without cpu samples over their time)" : "")],
       ["Verdict", verdict],
       ["Planning uses", used],
-      ["Link bandwidth", c.bandwidth.reason],
+      ...linkRows(c.bandwidth),
     ];
     dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)]));
   }
