@@ -38,7 +38,11 @@ from .conftest import ROOT, free_port
 TOUR_HEADING = "## A quick tour"
 NOT_RUN_MARK = "# (not run by the tour test:"
 #: The blocks the tour test leaves out, by the start of their first command.
-NOT_RUN = ("ppe sensor --server", "ppe replay ../shared/traces/")
+NOT_RUN = (
+    ".venv/bin/python benchmarks/sor_experiment.py",
+    "ppe sensor --server",
+    "ppe replay ../shared/traces/",
+)
 #: What `make run` starts on a fresh clone: the demo traces are a trace directory.
 MAKE_RUN = [".venv/bin/ppe", "serve", "--db", "sqlite:///ppe.db", "--trace-dir", "examples/traces"]
 BLOCK_MARK = "::tour-block {}::"
