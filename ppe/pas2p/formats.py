@@ -41,9 +41,14 @@ def read_sor(paths: Sequence[str | Path]) -> list[Event]:
     if not paths:
         raise TraceError("no trace files given")
     events: list[Event] = []
+    owner: dict[int, str] = {}  # rank -> the file that holds it
     for path in paths:
         with _open(Path(path)) as f:
-            events.extend(parse_sor_lines(f, str(path)))
+            found = parse_sor_lines(f, str(path))
+        for rank in sorted({e.rank for e in found}):
+            if owner.setdefault(rank, str(path)) != str(path):
+                raise TraceError(f"rank {rank} is in both {owner[rank]} and {path}")
+        events.extend(found)
     events.sort(key=lambda e: e.rank)  # stable: program order kept within each rank
     return events
 
@@ -122,14 +127,13 @@ def read_otf2(path: str | Path) -> list[Event]:
     if not anchor.is_file():
         raise TraceError(f"{anchor}: no such OTF2 anchor file")
     try:
-        reader_cm = otf2.reader.open(str(anchor))
-        reader = reader_cm.__enter__()
+        reader = otf2.reader.Reader(str(anchor))
     except Exception as exc:  # the C library's errors carry no common type
         raise TraceError(f"{anchor}: not an OTF2 archive ({exc})") from None
     try:
         return _otf2_events(reader, str(anchor))
     finally:
-        reader_cm.__exit__(None, None, None)
+        reader.close()
 
 
 def _otf2_events(reader: Any, name: str) -> list[Event]:

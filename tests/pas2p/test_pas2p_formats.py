@@ -56,6 +56,13 @@ def test_receive_without_send_names_file_and_line(tmp_path: Path) -> None:
         logical_trace(read_sor([tmp_path / "t.0", tmp_path / "t.1"]))
 
 
+def test_a_rank_in_two_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.0").write_text(_line())
+    (tmp_path / "b.0").write_text(_line(start=3.0, end=4.0))
+    with pytest.raises(TraceError, match=r"rank 0 is in both .*a\.0 and .*b\.0"):
+        read_sor([tmp_path / "a.0", tmp_path / "b.0"])
+
+
 def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
     with pytest.raises(TraceError, match="unknown trace format 'vtf'"):
         read_traces([tmp_path / "x"], "vtf")
@@ -134,6 +141,20 @@ def test_otf2_round_trip(tmp_path: Path) -> None:
     # r0: 1 2 | r1: 1, recv 3, 4, send 5 | r0: 3, recv 6, 7 | collective max(7, 6) + 1 = 8
     assert logical_trace(events).time == [1, 2, 3, 6, 7, 8, 1, 3, 4, 5, 6, 8]
     assert read_traces([tmp_path / "arch" / "traces.otf2"], "otf2") == events
+
+
+def test_otf2_through_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ppe.cli import main
+
+    _write_otf2(tmp_path / "arch")
+    anchor = str(tmp_path / "arch" / "traces.otf2")
+    assert main(["pas2p", "analyze", anchor, "--format", "otf2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["traced_s"] == pytest.approx(0.45)
+    assert report["predicted_s"] == pytest.approx(0.45)  # every phase kept
+    assert sum(p["weight"] for p in report["phases"]) == 3  # 3 bursts on the anchor rank 0
+    assert main(["pas2p", "analyze", anchor, anchor, "--format", "otf2"]) == 2
+    assert "one archive" in capsys.readouterr().err
 
 
 def test_not_an_otf2_archive(tmp_path: Path) -> None:
