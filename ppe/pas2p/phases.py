@@ -149,7 +149,9 @@ def signature(trace: LogicalTrace, keep: float = 0.99, tolerance: float = 0.5) -
         if shape is None:
             continue
         key, volume = shape
-        start, end = bounds[j] - t0, bounds[j + 1] - t0
+        # the first occurrence starts with the run even when nothing precedes the first anchor
+        start = bounds[j] - t0 if occurrences else 0.0
+        end = bounds[j + 1] - t0
         tick_lo = ticks[j - 1] if j else min(trace.time[i] for i in idx)
         tick_hi = ticks[j] if j < len(ticks) else trace.length + 1
         phase = phase_of.get(label[j])

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 from collections import Counter
+from dataclasses import replace
 
 import pytest
 
@@ -48,6 +49,17 @@ def test_tolerance_parts_different_work_but_not_jitter() -> None:
     assert parted.phases[2].volume[1] == pytest.approx(3e-3, rel=1e-9)
     merged = signature(logical_trace(bsp(work)), tolerance=5.0)
     assert [p.weight for p in merged.phases] == [1, 28, 1]
+
+
+def test_occurrences_cover_the_run_when_another_rank_starts_first() -> None:
+    # rank 1 starts 0.5 s before the anchor (rank 0); nothing is logically before the anchor
+    events = [e for e in bsp([1e-3] * 5) if e.rank == 0]
+    events = [replace(e, start=e.start + 0.5, end=e.end + 0.5) for e in events]
+    events += [e for e in bsp([1e-3] * 5) if e.rank == 1]
+    sig = signature(logical_trace(events), keep=1.0)
+    assert sig.occurrences[0].start == 0.0
+    assert sig.total == pytest.approx(0.5 + 5 * 1.2e-3, rel=1e-9)
+    assert sig.predicted == pytest.approx(sig.total, rel=1e-12)
 
 
 @pytest.mark.parametrize("keep", [0.5, 0.8, 0.9, 0.99, 1.0])
