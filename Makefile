@@ -19,7 +19,7 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 	touch $@
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test]'
+	$(BIN)/pip install -q -e '.[test,otf2]'
 	$(BIN)/pip install -q --no-deps 'extrap==4.2.5'  # see the test extra in pyproject.toml
 	touch $@ $(VENV)/.installed
 

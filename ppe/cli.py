@@ -42,6 +42,7 @@ DELEGATED = {
     "profile": ("sensors.profile", "measure this machine's PMaC profile (docs/pmac.md)"),
     "convolve": ("ppe.convolve_cli", "predict a kernel's time on a host: signature x profile"),
     "whatif": ("ppe.whatif_cli", "predict an application on a machine described in a spec"),
+    "pas2p": ("ppe.pas2p_cli", "phases and signature of a traced MPI run (docs/pas2p.md)"),
 }
 
 

@@ -1,0 +1,232 @@
+"""Reading traces into :class:`Event` lists: ppe-sor's JSON lines and OTF2 archives.
+
+The only I/O of ppe.pas2p. ppe-sor writes one file per rank (``FILE.<rank>``, see
+ppe/apps/sor/trace.py): one JSON object a line with rank, kind, peer, bytes, tag, start, end
+(unix seconds). Files may be gzipped (``.gz``). OTF2 archives (Score-P's format) are read with
+the ``otf2`` package: MPI point-to-point events become sends and receives (the enclosing MPI
+region, when there is one, gives their interval), collective begin/end pairs become
+collectives, and the time between a location's communication events becomes compute bursts.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import math
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from ppe.pas2p.events import KINDS, Event, TraceError
+
+__all__ = ["FORMATS", "read_otf2", "read_sor", "read_traces"]
+
+FORMATS = ("sor", "otf2")
+
+
+def read_traces(paths: Sequence[str | Path], fmt: str = "sor") -> list[Event]:
+    """All the given files' events, rank by rank, each rank's in program order."""
+    if fmt == "sor":
+        return read_sor(paths)
+    if fmt == "otf2":
+        if len(paths) != 1:
+            raise TraceError(
+                f"an OTF2 trace is one archive (its .otf2 anchor file), not {len(paths)}"
+            )
+        return read_otf2(paths[0])
+    raise TraceError(f"unknown trace format {fmt!r}: expected one of {', '.join(FORMATS)}")
+
+
+def read_sor(paths: Sequence[str | Path]) -> list[Event]:
+    if not paths:
+        raise TraceError("no trace files given")
+    events: list[Event] = []
+    owner: dict[int, str] = {}  # rank -> the file that holds it
+    for path in paths:
+        with _open(Path(path)) as f:
+            found = parse_sor_lines(f, str(path))
+        for rank in sorted({e.rank for e in found}):
+            if owner.setdefault(rank, str(path)) != str(path):
+                raise TraceError(f"rank {rank} is in both {owner[rank]} and {path}")
+        events.extend(found)
+    events.sort(key=lambda e: e.rank)  # stable: program order kept within each rank
+    return events
+
+
+def _open(path: Path) -> IO[str]:
+    try:
+        if path.suffix == ".gz":
+            return gzip.open(path, "rt", encoding="utf-8")
+        return path.open(encoding="utf-8")
+    except OSError as exc:
+        raise TraceError(f"{path}: cannot read: {exc.strerror or exc}") from None
+
+
+def parse_sor_lines(lines: Iterable[str], name: str) -> list[Event]:
+    """One ppe-sor trace file's events; a bad line is an error naming ``name:line``."""
+    out: list[Event] = []
+    for n, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        where = f"{name}:{n}"
+        try:
+            item = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise TraceError(f"{where}: not JSON ({exc.msg})") from None
+        except UnicodeDecodeError:
+            raise TraceError(f"{where}: not text") from None
+        if not isinstance(item, dict):
+            raise TraceError(f"{where}: expected a JSON object, got {type(item).__name__}")
+        out.append(_sor_event(item, where))
+    return out
+
+
+def _sor_event(item: dict[str, Any], where: str) -> Event:
+    missing = [k for k in ("rank", "kind", "start", "end") if k not in item]
+    if missing:
+        raise TraceError(f"{where}: missing {', '.join(missing)}")
+    kind = item["kind"]
+    if kind not in KINDS:
+        raise TraceError(f"{where}: unknown kind {kind!r} (expected {', '.join(KINDS)})")
+    rank = _int(item, "rank", where)
+    peer = None if item.get("peer") is None else _int(item, "peer", where)
+    tag = None if item.get("tag") is None else _int(item, "tag", where)
+    nbytes = 0 if item.get("bytes") is None else _int(item, "bytes", where)
+    start, end = (_float(item, k, where) for k in ("start", "end"))
+    return Event(rank, kind, peer, nbytes, tag, start, end, where)
+
+
+def _int(item: dict[str, Any], key: str, where: str) -> int:
+    v = item[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TraceError(f"{where}: {key} must be an integer, got {v!r}")
+    return v
+
+
+def _float(item: dict[str, Any], key: str, where: str) -> float:
+    v = item[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v):
+        raise TraceError(f"{where}: {key} must be a finite number, got {v!r}")
+    return float(v)
+
+
+def read_otf2(path: str | Path) -> list[Event]:
+    """An OTF2 archive's MPI events, one rank per location group (its first location)."""
+    try:
+        import otf2
+    except ImportError:
+        raise TraceError(
+            "reading OTF2 needs the otf2 package (pip install otf2; PPE's 'otf2' extra)"
+        ) from None
+    anchor = Path(path)
+    if anchor.is_dir():
+        found = sorted(anchor.glob("*.otf2"))
+        if len(found) != 1:
+            raise TraceError(f"{anchor}: expected one .otf2 anchor file inside, found {len(found)}")
+        anchor = found[0]
+    if not anchor.is_file():
+        raise TraceError(f"{anchor}: no such OTF2 anchor file")
+    try:
+        reader = otf2.reader.Reader(str(anchor))
+    except Exception as exc:  # the C library's errors carry no common type
+        raise TraceError(f"{anchor}: not an OTF2 archive ({exc})") from None
+    try:
+        return _otf2_events(reader, str(anchor))
+    finally:
+        reader.close()
+
+
+def _otf2_events(reader: Any, name: str) -> list[Event]:
+    import otf2
+
+    ev = otf2.events
+    resolution = float(reader.timer_resolution)
+    offset = reader.definitions.clock_properties.global_offset or 0
+    groups = list(reader.definitions.location_groups)
+    group_rank = {g: r for r, g in enumerate(groups)}
+    first_loc: dict[Any, Any] = {}
+    for loc in reader.definitions.locations:
+        first_loc.setdefault(loc.group, loc)
+    loc_rank = {loc: group_rank[g] for g, loc in first_loc.items()}
+    size = len(groups)
+
+    def seconds(t: int) -> float:
+        return (t - offset) / resolution
+
+    def world(comm: Any, peer: int, where: str) -> int:
+        try:
+            return loc_rank[comm.location(peer)]
+        except Exception:
+            raise TraceError(f"{where}: peer {peer} is not a rank of {comm.name}") from None
+
+    per: dict[int, list[Event]] = {r: [] for r in range(size)}
+    region_start: dict[int, float] = {}
+    open_in_region: dict[int, list[int]] = {}
+    coll_start: dict[int, float] = {}
+    last_end: dict[int, float] = {}
+    for n, (loc, event) in enumerate(reader.events, 1):
+        if loc not in loc_rank:
+            continue
+        rank = loc_rank[loc]
+        where = f"{name}: event {n} (rank {rank})"
+        t = seconds(event.time)
+        out = per[rank]
+        last_end.setdefault(rank, t)  # a compute burst may run from the first event on
+        if isinstance(event, ev.Enter):
+            if _is_mpi(event.region):
+                region_start[rank] = t
+                open_in_region[rank] = []
+        elif isinstance(event, ev.Leave):
+            if _is_mpi(event.region):
+                for k in open_in_region.pop(rank, []):
+                    e = out[k]
+                    out[k] = Event(e.rank, e.kind, e.peer, e.nbytes, e.tag, e.start, t, e.where)
+                region_start.pop(rank, None)
+                last_end[rank] = t
+        elif isinstance(event, ev.MpiSend | ev.MpiIsend | ev.MpiRecv | ev.MpiIrecv):
+            send = isinstance(event, ev.MpiSend | ev.MpiIsend)
+            peer = world(event.communicator, event.receiver if send else event.sender, where)
+            start = region_start.get(rank, t)
+            _compute(out, rank, last_end.get(rank), start, where)
+            out.append(
+                Event(
+                    rank,
+                    "send" if send else "recv",
+                    peer,
+                    int(event.msg_length),
+                    int(event.msg_tag),
+                    start,
+                    t,
+                    where,
+                )
+            )
+            if rank in open_in_region:
+                open_in_region[rank].append(len(out) - 1)
+            last_end[rank] = t
+        elif isinstance(event, ev.MpiCollectiveBegin):
+            coll_start[rank] = t
+        elif isinstance(event, ev.MpiCollectiveEnd):
+            members = len(event.communicator.group.members)
+            if members != size:
+                raise TraceError(
+                    f"{where}: a collective on {event.communicator.name} ({members} of {size} "
+                    "ranks); only collectives over all ranks are supported"
+                )
+            start = region_start.get(rank, coll_start.pop(rank, t))
+            _compute(out, rank, last_end.get(rank), start, where)
+            out.append(Event(rank, "collective", None, int(event.size_sent), None, start, t, where))
+            if rank in open_in_region:
+                open_in_region[rank].append(len(out) - 1)
+            last_end[rank] = t
+    return [e for r in range(size) for e in per[r]]
+
+
+def _compute(out: list[Event], rank: int, since: float | None, until: float, where: str) -> None:
+    """The compute burst between a rank's previous communication and this one."""
+    if since is not None and until > since:
+        out.append(Event(rank, "compute", None, 0, None, since, until, where))
+
+
+def _is_mpi(region: Any) -> bool:
+    name = str(getattr(region, "name", "") or "")
+    return name.startswith("MPI_")

@@ -1,0 +1,167 @@
+"""Reading traces: ppe-sor's JSON lines (plain and gzipped), OTF2 archives, and bad input."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from ppe.pas2p import TraceError, logical_trace, read_otf2, read_sor, read_traces
+
+
+def _line(**kw: object) -> str:
+    item = {"rank": 0, "kind": "compute", "peer": None, "bytes": 0, "tag": None}
+    item.update({"start": 1.0, "end": 2.0})
+    item.update(kw)
+    return json.dumps(item) + "\n"
+
+
+def test_sor_files_merge_ranks_in_program_order(tmp_path: Path) -> None:
+    (tmp_path / "t.1").write_text(
+        _line(rank=1, kind="recv", peer=0, bytes=8, tag=3, start=1.0, end=1.5)
+    )
+    with gzip.open(tmp_path / "t.0.gz", "wt") as f:
+        f.write(_line())
+        f.write("\n")  # blank lines are skipped
+        f.write(_line(kind="send", peer=1, bytes=8, tag=3, start=2.0, end=2.1))
+    events = read_sor([tmp_path / "t.1", tmp_path / "t.0.gz"])
+    assert [(e.rank, e.kind) for e in events] == [(0, "compute"), (0, "send"), (1, "recv")]
+    assert events[1].where == f"{tmp_path / 't.0.gz'}:3"
+    assert logical_trace(events).time == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("line", "message"),
+    [
+        ("{not json\n", r"t\.0:2: not JSON"),
+        ("[1, 2]\n", r"t\.0:2: expected a JSON object, got list"),
+        (json.dumps({"rank": 0, "kind": "compute", "start": 1}) + "\n", r"t\.0:2: missing end"),
+        (_line(kind="sleep"), r"t\.0:2: unknown kind 'sleep'"),
+        (_line(rank="0"), r"t\.0:2: rank must be an integer"),
+        (_line(start=float("nan")), r"t\.0:2: start must be a finite number"),
+    ],
+)
+def test_malformed_lines_name_file_and_line(tmp_path: Path, line: str, message: str) -> None:
+    (tmp_path / "t.0").write_text(_line() + line)
+    with pytest.raises(TraceError, match=message):
+        read_sor([tmp_path / "t.0"])
+
+
+def test_receive_without_send_names_file_and_line(tmp_path: Path) -> None:
+    (tmp_path / "t.0").write_text(_line())
+    (tmp_path / "t.1").write_text(_line(rank=1) + _line(rank=1, kind="recv", peer=0, tag=9))
+    with pytest.raises(TraceError, match=r"t\.1:2: rank 1 receives from rank 0 \(tag 9\)"):
+        logical_trace(read_sor([tmp_path / "t.0", tmp_path / "t.1"]))
+
+
+def test_a_rank_in_two_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "a.0").write_text(_line())
+    (tmp_path / "b.0").write_text(_line(start=3.0, end=4.0))
+    with pytest.raises(TraceError, match=r"rank 0 is in both .*a\.0 and .*b\.0"):
+        read_sor([tmp_path / "a.0", tmp_path / "b.0"])
+
+
+def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(TraceError, match="unknown trace format 'vtf'"):
+        read_traces([tmp_path / "x"], "vtf")
+    with pytest.raises(TraceError, match=r"x\.0: cannot read"):
+        read_traces([tmp_path / "x.0"], "sor")
+
+
+def _write_otf2(path: Path) -> None:
+    otf2 = pytest.importorskip(
+        "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
+    )
+    from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
+
+    with otf2.writer.open(str(path), timer_resolution=1000) as trace:  # milliseconds
+        d = trace.definitions
+        node = d.system_tree_node("node")
+        locs = [
+            d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
+            for r in range(2)
+        ]
+        d.group(
+            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
+        )
+        world = d.group(
+            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
+        )
+        comm = d.comm("MPI_COMM_WORLD", group=world)
+        main = d.region("main")
+        send = d.region("MPI_Send", region_role=RegionRole.POINT2POINT)
+        recv = d.region("MPI_Recv", region_role=RegionRole.POINT2POINT)
+        allreduce = d.region("MPI_Allreduce", region_role=RegionRole.COLL_ALL2ALL)
+        w0, w1 = (trace.event_writer_from_location(loc) for loc in locs)
+        w0.enter(0, main)
+        w1.enter(0, main)
+        w0.enter(100, send)
+        w0.mpi_send(101, 1, comm, 3, 800)
+        w0.leave(102, send)
+        w1.enter(50, recv)
+        w1.mpi_recv(110, 0, comm, 3, 800)
+        w1.leave(111, recv)
+        w1.enter(300, send)
+        w1.mpi_send(301, 0, comm, 4, 16)
+        w1.leave(302, send)
+        w0.enter(300, recv)
+        w0.mpi_recv(350, 1, comm, 4, 16)
+        w0.leave(351, recv)
+        for w in (w0, w1):
+            w.enter(400, allreduce)
+            w.mpi_collective_begin(400)
+            w.mpi_collective_end(450, CollectiveOp.ALLREDUCE, comm, 0, 8, 8)
+            w.leave(450, allreduce)
+            w.leave(500, main)
+
+
+def test_otf2_round_trip(tmp_path: Path) -> None:
+    _write_otf2(tmp_path / "arch")
+    events = read_otf2(tmp_path / "arch")  # the folder: its one .otf2 anchor file is found
+    got = [
+        (e.rank, e.kind, e.peer, e.nbytes, e.tag, round(e.start, 6), round(e.end, 6))
+        for e in events
+    ]
+    assert got == [
+        (0, "compute", None, 0, None, 0.0, 0.1),
+        (0, "send", 1, 800, 3, 0.1, 0.102),
+        (0, "compute", None, 0, None, 0.102, 0.3),
+        (0, "recv", 1, 16, 4, 0.3, 0.351),
+        (0, "compute", None, 0, None, 0.351, 0.4),
+        (0, "collective", None, 8, None, 0.4, 0.45),
+        (1, "compute", None, 0, None, 0.0, 0.05),
+        (1, "recv", 0, 800, 3, 0.05, 0.111),
+        (1, "compute", None, 0, None, 0.111, 0.3),
+        (1, "send", 0, 16, 4, 0.3, 0.302),
+        (1, "compute", None, 0, None, 0.302, 0.4),
+        (1, "collective", None, 8, None, 0.4, 0.45),
+    ]
+    # r0: 1 2 | r1: 1, recv 3, 4, send 5 | r0: 3, recv 6, 7 | collective max(7, 6) + 1 = 8
+    assert logical_trace(events).time == [1, 2, 3, 6, 7, 8, 1, 3, 4, 5, 6, 8]
+    assert read_traces([tmp_path / "arch" / "traces.otf2"], "otf2") == events
+
+
+def test_otf2_through_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ppe.cli import main
+
+    _write_otf2(tmp_path / "arch")
+    anchor = str(tmp_path / "arch" / "traces.otf2")
+    assert main(["pas2p", "analyze", anchor, "--format", "otf2", "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["traced_s"] == pytest.approx(0.45)
+    assert report["predicted_s"] == pytest.approx(0.45)  # every phase kept
+    assert sum(p["weight"] for p in report["phases"]) == 3  # 3 bursts on the anchor rank 0
+    assert main(["pas2p", "analyze", anchor, anchor, "--format", "otf2"]) == 2
+    assert "one archive" in capsys.readouterr().err
+
+
+def test_not_an_otf2_archive(tmp_path: Path) -> None:
+    pytest.importorskip("otf2", reason="the otf2 package (PPE's otf2 extra) is not installed")
+    bogus = tmp_path / "traces.otf2"
+    bogus.write_text("not an archive\n")
+    with pytest.raises(TraceError, match=r"traces\.otf2: not an OTF2 archive"):
+        read_otf2(bogus)
+    with pytest.raises(TraceError, match="no such OTF2 anchor file"):
+        read_otf2(tmp_path / "missing.otf2")
