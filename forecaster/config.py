@@ -9,7 +9,10 @@ general grounds, not fitted to any trace set:
   enough to average out single spikes, short enough to follow load epochs that last days;
 - intervals use the winner's last 250 residuals: at 95 % the bounds are the 6th smallest and 6th
   largest of them, a stable order statistic, while the window still follows the load regime;
-- autoregressive members are refitted every hour (12 samples) on the last day (288 samples).
+- autoregressive members are refitted every hour (12 samples) on the last day (288 samples);
+- the seasonal-change member repeats the change of the same sample one period (a day of 5-minute
+  samples) back, the median over up to 5 past days (chosen on the odd-numbered shared traces, see
+  docs/architecture.md 4.7).
 """
 
 from __future__ import annotations
@@ -44,6 +47,10 @@ class ForecasterConfig:
     ar_window: int = 288
     ar_refit: int = 12
     ar_min_fit: int = 24
+    #: seasonal-change member: period in samples and past periods whose changes are medianed
+    #: (0 days: no such member).
+    seasonal_period: int = 288
+    seasonal_days: int = 5
     #: how the battery's winner is chosen: NWS's cumulative error or a discounted one.
     selection: Selection = "discounted"
     selection_error: ErrorKind = "absolute"
@@ -68,6 +75,8 @@ class ForecasterConfig:
         for p in self.ar_orders:
             if p < 1 or self.ar_min_fit < 2 * p + 2 or self.ar_window < self.ar_min_fit:
                 raise ValueError(f"AR({p}) needs ar_min_fit >= 2p+2 and ar_window >= ar_min_fit")
+        if self.seasonal_period < 1 or self.seasonal_days < 0:
+            raise ValueError("seasonal_period must be >= 1 and seasonal_days >= 0")
         if self.ar_refit < 1 or self.interval_window < 1 or self.min_samples < 2:
             raise ValueError("ar_refit, interval_window must be >= 1 and min_samples >= 2")
 

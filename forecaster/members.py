@@ -389,6 +389,64 @@ class SlidingAR(Group):
         return out
 
 
+class SeasonalChange(Group):
+    """The newest value plus the change the series made at this time of day on past days.
+
+    Not one of NWS's predictors: CPU traces of hosts running scheduled jobs jump at the same
+    time every day, and no smoothing or autoregression can see a jump coming. The forecast of
+    ``x[t]`` is ``x[t-1] + median_d (x[t-dP] - x[t-dP-1])`` over the ``k = min(days, (t-1)//P)``
+    past periods the history holds (the median ignores a one-off day), clipped to the range of
+    the values it was made from (so it never leaves what was seen); the last value before one
+    period of history. ``P`` is in samples (one day of 5-minute samples by default).
+    """
+
+    def __init__(self, period: int, days: int) -> None:
+        self.period, self.days = period, days
+        self.names = [f"seasonal{period}x{days}"]
+
+    def reset(self) -> None:
+        pass
+
+    def step(self, h: OnlineHistory, out: FloatArray, at: int) -> None:
+        p = self.period
+        k = min(self.days, (h.n - 1) // p)
+        last = h.last
+        if k == 0:
+            out[at] = last
+            return
+        values = h.values
+        changes = [values[-d * p] - values[-d * p - 1] for d in range(1, k + 1)]
+        low = high = last
+        for d in range(1, k + 1):
+            low = min(low, values[-d * p], values[-d * p - 1])
+            high = max(high, values[-d * p], values[-d * p - 1])
+        out[at] = min(max(last + _median_of_sorted(sorted(changes)), low), high)
+
+    def batch(self, b: BatchHistory) -> FloatArray:
+        out = self._empty(b)
+        out[1:, 0] = b.x  # last value until one period is seen
+        p = self.period
+        for k in range(1, self.days + 1):
+            # rows t whose history holds exactly k periods (all periods from days on)
+            first = k * p + 1
+            stop = b.n if k == self.days else min(b.n, (k + 1) * p)
+            if first > stop:
+                break
+            t = np.arange(first, stop + 1)
+            last = b.x[t - 1]
+            now = np.stack([b.x[t - d * p] for d in range(1, k + 1)])
+            before = np.stack([b.x[t - d * p - 1] for d in range(1, k + 1)])
+            changes = np.sort(now - before, axis=0)
+            if k % 2:
+                med = changes[k // 2]
+            else:
+                med = (changes[k // 2 - 1] + changes[k // 2]) / 2.0
+            low = np.minimum(last, np.minimum(now, before).min(axis=0))
+            high = np.maximum(last, np.maximum(now, before).max(axis=0))
+            out[t, 0] = np.minimum(np.maximum(last + med, low), high)
+        return out
+
+
 def build_groups(config: ForecasterConfig) -> list[Group]:
     """The battery a config asks for, in a fixed column order."""
     groups: list[Group] = [LastValue(), RunningMean()]
@@ -405,6 +463,8 @@ def build_groups(config: ForecasterConfig) -> list[Group]:
         groups.append(AdaptiveMedian(config.adaptive_median_widths, config.adaptive_decay))
     for p in config.ar_orders:
         groups.append(SlidingAR(p, config.ar_window, config.ar_refit, config.ar_min_fit))
+    if config.seasonal_days:
+        groups.append(SeasonalChange(config.seasonal_period, config.seasonal_days))
     return groups
 
 
@@ -421,6 +481,8 @@ def history_keep(config: ForecasterConfig) -> int:
     widths = [*config.mean_widths, *sorted_widths(config), *config.adaptive_widths, 1]
     if config.ar_orders:
         widths.append(config.ar_window)
+    if config.seasonal_days:
+        widths.append(config.seasonal_days * config.seasonal_period + 1)
     return max(widths)
 
 

@@ -5,7 +5,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from forecaster import ForecasterConfig, batch_forecasts, batch_member_forecasts, member_names
+from forecaster import (
+    ForecasterConfig,
+    SeriesForecaster,
+    batch_forecasts,
+    batch_member_forecasts,
+    member_names,
+)
 from forecaster.members import ar_fit
 from forecaster.selection import interval_ranks
 
@@ -114,7 +120,89 @@ def test_config_validation() -> None:
         gains=(0.5,),
         adaptive_widths=(),
         ar_orders=(),
+        seasonal_days=0,
     )
     assert member_names(small) == ["last", "mean", "median3", "exp0.5"]
     res = batch_forecasts(np.array([0.2, 0.4, 0.6]), small)
     assert res.forecast.shape == (4,) and np.isfinite(res.forecast[1:]).all()
+
+
+SEASONAL = ForecasterConfig(
+    mean_widths=(),
+    median_widths=(),
+    trimmed=(),
+    gains=(),
+    adaptive_widths=(),
+    ar_orders=(),
+    seasonal_period=4,
+    seasonal_days=3,
+)
+
+
+def test_seasonal_change_by_hand() -> None:
+    """x[t-1] + median of the changes one, two, three periods back, clipped to their values."""
+    x = np.array([0.5, 0.5, 0.9, 0.5, 0.5, 0.5, 0.8, 0.5, 0.5, 0.5, 0.7, 0.5, 0.5, 0.5, 0.2, 0.5])
+    assert member_names(SEASONAL) == ["last", "mean", "seasonal4x3"]
+    f = column(x, "seasonal4x3", SEASONAL)
+    # fewer than one period behind t: the last value
+    assert f[1:5].tolist() == x[0:4].tolist()
+    # t = 6: one period, change x[2] - x[1] = +0.4 -> 0.5 + 0.4, clipped to max(x[5], x[2], x[1]) = 0.9
+    assert f[6] == pytest.approx(0.9)
+    # t = 7: change x[3] - x[2] = -0.4 -> 0.1, clipped up to min(x[6], x[3], x[2]) = 0.5
+    assert f[7] == pytest.approx(0.5)
+    # t = 11 (two periods): changes x[7]-x[6] = -0.3, x[3]-x[2] = -0.4, median -0.35 -> 0.35
+    #   clipped to min(x[10], x[7], x[6], x[3], x[2]) = 0.5
+    assert f[11] == pytest.approx(0.5)
+    # t = 10: changes x[6]-x[5] = +0.3, x[2]-x[1] = +0.4 -> 0.5 + 0.35 = 0.85
+    assert f[10] == pytest.approx(0.85)
+    # t = 14 (three periods): changes +0.2, +0.3, +0.4 -> median 0.3 -> 0.8 (a jump on time)
+    assert f[14] == pytest.approx(0.8)
+    # t = 16: last value 0.5 plus the median of -0.2, -0.3, -0.4 at that phase -> 0.2
+    #   (clip range: min(0.5, x[12], x[11], x[8], x[7], x[4], x[3]) = 0.5) -> 0.5
+    assert f[16] == pytest.approx(0.5)
+    # t = 15: median of x[11]-x[10] = -0.2, x[7]-x[6] = -0.3, x[3]-x[2] = -0.4 is -0.3;
+    #   last x[14] = 0.2 -> -0.1, clipped up to the smallest value involved, 0.2
+    assert f[15] == pytest.approx(0.2)
+
+
+def test_seasonal_change_ignores_a_one_off_day() -> None:
+    """With three past days, one day's jump is outvoted by two quiet days (median)."""
+    period = 4
+    x = np.full(4 * period + 1, 0.5)
+    x[2 * period + 2] = 0.9  # one day, at phase 2
+    f = column(x, "seasonal4x3", SEASONAL)
+    t = 3 * period + 2  # same phase, three days of history
+    assert f[t] == pytest.approx(0.5)
+    y = x.copy()
+    y[period + 2] = 0.9  # a second day agrees: the jump is forecast
+    assert column(y, "seasonal4x3", SEASONAL)[t] == pytest.approx(0.9)
+
+
+def test_seasonal_change_online_equals_batch() -> None:
+    """Every phase of the warm-up (1, 2 and 3 periods, even and odd medians), bit for bit."""
+    rng = np.random.default_rng(11)
+    x = np.round(rng.uniform(0.0, 1.0, 60), 2)
+    batch = batch_member_forecasts(x, SEASONAL)
+    online = SeriesForecaster(SEASONAL)
+    for i, v in enumerate(x.tolist()):
+        online.update(float(i), v)
+        np.testing.assert_array_equal(online.member_forecasts(), batch[i + 1])
+
+
+def test_seasonal_change_is_causal() -> None:
+    """Changing x[cut:] leaves every forecast of x[t], t <= cut, alone; it moves later ones.
+
+    A member reading x[t] (or later) for the forecast of x[t] fails the first assertion.
+    """
+    rng = np.random.default_rng(12)
+    x = rng.uniform(0.0, 1.0, 40)
+    base = column(x, "seasonal4x3", SEASONAL)
+    moved = 0
+    for cut in range(1, x.size):
+        y = x.copy()
+        y[cut:] = 1.0 - y[cut:]
+        other = column(y, "seasonal4x3", SEASONAL)
+        np.testing.assert_array_equal(other[: cut + 1], base[: cut + 1])
+        moved += int(other[cut + 1] != base[cut + 1])
+    # the next forecast reads x[cut] (a clip to the other values involved may hide it)
+    assert moved >= 0.8 * (x.size - 1)
