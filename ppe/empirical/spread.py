@@ -47,6 +47,8 @@ CONFIDENCES: tuple[float, ...] = (0.8, 0.9, 0.95)
 PIPELINE_CONFIDENCE = 0.95
 #: Order statistics kept with a stored calibration (more scores are thinned to these).
 MAX_SCORES = 1000
+#: Terms at most in the std model beside the constant (see :func:`std_config`).
+STD_TERMS = 1
 #: Points at most tested one by one by the nested coverage (evenly spread over the others).
 MAX_NESTED = 30
 
@@ -223,6 +225,13 @@ def std_measurements(data: Measurements) -> Measurements:
     return Measurements.from_arrays(data.params, sub.points, sub.stds)
 
 
+def std_config(config: SearchConfig) -> SearchConfig:
+    """The std model's search: one term beside the constant.  Sample stds of a few runs are
+    noisy (about ``1 / sqrt(2 (n - 1))`` relative), and more terms fitted to them part ways
+    far beyond the runs (a std ten times the mean at 4x the largest size, seen)."""
+    return replace(config, max_terms=min(config.max_terms, STD_TERMS))
+
+
 def fit_spread(
     data: Measurements,
     config: SearchConfig = SearchConfig(),
@@ -237,7 +246,9 @@ def fit_spread(
     """
     stds = std_measurements(data)
     reps = data.counts[data.counts >= 2]
-    std_model = search_all(stds, config, noise_std=1.0 / np.sqrt(2.0 * (reps - 1.0))).model
+    std_model = search_all(
+        stds, std_config(config), noise_std=1.0 / np.sqrt(2.0 * (reps - 1.0))
+    ).model
     spread = SpreadModel(search(data, config) if mean is None else mean, std_model)
     return calibrated(data, spread) if calibrate else spread
 
