@@ -19,9 +19,11 @@ in place of the normal's ``z_c``.
 Coverage is stated, not assumed, and not the calibration's own fit: :func:`nested_coverage`
 leaves each point ``k`` out, calibrates on the other points alone (each of them scored by a
 model fitted without it *and* without ``k``) and counts the repetitions at ``k`` inside the
-calibrated intervals.  Leaving a point out interpolates (or extrapolates one step at the
-edges), so the figure speaks for sizes between and next to the measured ones; far beyond
-them the mean model's own edge error widens ``sd``.
+calibrated intervals.  With more than ``MAX_FOLDS`` points, interleaved groups of points
+leave together instead of single points (:func:`folds`), which bounds the cost.  Leaving a
+point out interpolates (or extrapolates one step at the edges), so the figure speaks for
+sizes between and next to the measured ones; far beyond them the mean model's own edge
+error widens ``sd``.
 """
 
 from __future__ import annotations
@@ -49,8 +51,9 @@ PIPELINE_CONFIDENCE = 0.95
 MAX_SCORES = 1000
 #: Terms at most in the std model beside the constant (see :func:`std_config`).
 STD_TERMS = 1
-#: Points at most tested one by one by the nested coverage (evenly spread over the others).
-MAX_NESTED = 30
+#: Folds at most: beyond this many points, points leave in this many interleaved groups (so
+#: the nested test costs at most ``MAX_FOLDS^2`` refits however many points there are).
+MAX_FOLDS = 25
 
 
 @dataclass(frozen=True)
@@ -271,6 +274,15 @@ def _point(data: Measurements, k: int) -> dict[str, float]:
     return {p: float(data.points[k, j]) for j, p in enumerate(data.params)}
 
 
+def folds(n_points: int) -> list[list[int]]:
+    """What leaves together: each point alone, or with more than ``MAX_FOLDS`` points,
+    ``MAX_FOLDS`` groups of every ``MAX_FOLDS``-th point (each spans the measured range, so a
+    left-out group is still between and next to the others)."""
+    if n_points <= MAX_FOLDS:
+        return [[k] for k in range(n_points)]
+    return [list(range(g, n_points, MAX_FOLDS)) for g in range(MAX_FOLDS)]
+
+
 def _refit(data: Measurements, spread: SpreadModel, drop: Sequence[int]) -> SpreadModel | None:
     """Both models' coefficients refitted without the points ``drop`` (terms kept; None when
     the rest cannot fix them)."""
@@ -296,18 +308,22 @@ def _scores(values: FloatArray, mu: float, sd: float) -> FloatArray:
     return np.where(dev > 0.0, math.inf, 0.0)
 
 
-def loo_scores(data: Measurements, spread: SpreadModel, without: int | None = None) -> FloatArray:
-    """``|y - mean_k| / sd_k`` for every run ``y`` at every point ``k`` (but ``without``),
-    both models refitted without ``k`` (and without ``without``)."""
+def loo_scores(data: Measurements, spread: SpreadModel, without: Sequence[int] = ()) -> FloatArray:
+    """``|y - mean_k| / sd_k`` for every run ``y`` at every point ``k`` (but those in
+    ``without``), both models refitted without ``k``'s fold (see :func:`folds`) and without
+    ``without``."""
     out: list[FloatArray] = []
-    for k in range(data.n_points):
-        if k == without:
+    gone = set(without)
+    for fold in folds(data.n_points):
+        fold = [k for k in fold if k not in gone]
+        if not fold:
             continue
-        loo = _refit(data, spread, [k] if without is None else [k, without])
+        loo = _refit(data, spread, [*fold, *gone])
         if loo is None:
             continue
-        mu, sd = loo.moments(_point(data, k))
-        out.append(_scores(data.values[k], mu, sd))
+        for k in fold:
+            mu, sd = loo.moments(_point(data, k))
+            out.append(_scores(data.values[k], mu, sd))
     return np.concatenate(out) if out else np.empty(0)
 
 
@@ -315,25 +331,25 @@ def nested_coverage(
     data: Measurements, spread: SpreadModel, confidences: Sequence[float] = CONFIDENCES
 ) -> tuple[dict[float, float], dict[float, float]]:
     """Coverage of single runs by the calibrated intervals, and their mean width relative to
-    the measured mean, each point ``k`` tested by a model and a calibration that never saw
-    it.  More than ``MAX_NESTED`` points: that many, evenly spread, are tested."""
-    tested = np.unique(np.linspace(0, data.n_points - 1, min(data.n_points, MAX_NESTED)).round())
+    the measured mean, each fold (a point, see :func:`folds`) tested by a model and a
+    calibration that never saw it."""
     hits = dict.fromkeys(confidences, 0)
     widths = dict.fromkeys(confidences, 0.0)
     total = 0
-    for k in tested.astype(int):
-        loo = _refit(data, spread, [k])
+    for fold in folds(data.n_points):
+        loo = _refit(data, spread, fold)
         if loo is None:
             continue
-        scores = np.sort(loo_scores(data, spread, without=int(k)))
-        mu, sd = loo.moments(_point(data, int(k)))
-        runs = data.values[k]
-        own = _scores(runs, mu, sd)
-        for c in confidences:
-            q = conformal_quantile(scores, c)
-            hits[c] += int(np.sum(own <= q))
-            widths[c] += runs.size * 2.0 * q * sd / abs(float(data.means[k]))
-        total += runs.size
+        scores = np.sort(loo_scores(data, spread, without=fold))
+        for k in fold:
+            mu, sd = loo.moments(_point(data, k))
+            runs = data.values[k]
+            own = _scores(runs, mu, sd)
+            for c in confidences:
+                q = conformal_quantile(scores, c)
+                hits[c] += int(np.sum(own <= q))
+                widths[c] += runs.size * 2.0 * q * sd / abs(float(data.means[k]))
+            total += runs.size
     if total == 0:
         raise TooFewPointsError("no point could be left out to check the coverage")
     return {c: hits[c] / total for c in confidences}, {c: widths[c] / total for c in confidences}
@@ -347,16 +363,17 @@ def spread_coverage(
     calibrated model see :func:`nested_coverage`)."""
     hits = dict.fromkeys(confidences, 0)
     total = 0
-    for k in range(data.n_points):
-        loo = _refit(data, spread, [k])
+    for fold in folds(data.n_points):
+        loo = _refit(data, spread, fold)
         if loo is None:
             continue
         loo = replace(loo, calibration=spread.calibration)
-        point = _point(data, k)
-        for c in confidences:
-            lo, hi = loo.interval(point, c)
-            hits[c] += int(np.sum((data.values[k] >= lo) & (data.values[k] <= hi)))
-        total += data.values[k].size
+        for k in fold:
+            point = _point(data, k)
+            for c in confidences:
+                lo, hi = loo.interval(point, c)
+                hits[c] += int(np.sum((data.values[k] >= lo) & (data.values[k] <= hi)))
+            total += data.values[k].size
     if total == 0:
         raise TooFewPointsError("no point could be left out to check the coverage")
     return {c: hits[c] / total for c in confidences}
