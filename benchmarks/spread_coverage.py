@@ -8,7 +8,9 @@ interval width relative to the measured mean:
 
 * ``mean``: the mean model's run interval (what the pipeline used before), each
   point left out and the terms refitted;
-* ``normal``: the spread model's uncalibrated normal intervals, same test;
+* ``original``: the spread model's normal intervals as they were, ``sqrt(std^2 +
+  se_mean^2)`` (no misfit term, no calibration), same test;
+* ``normal``: the same with the mean model's misfit in the scale, uncalibrated;
 * ``calibrated``: the conformal intervals, nested leave-one-point-out (the left-out
   point is in neither the fit nor the calibration): the coverage a fit states.
 
@@ -19,13 +21,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
 
 from ppe.empirical.data import Measurements
 from ppe.empirical.model import fit_terms
-from ppe.empirical.spread import CONFIDENCES, fit_spread
+from ppe.empirical.spread import CONFIDENCES, fit_spread, spread_coverage
 from ppe.empirical.terms import Term
 
 KERNELS = Path(__file__).resolve().parents[1] / "examples" / "runs" / "kernels.csv"
@@ -80,9 +83,10 @@ def row(name: str, data: Measurements) -> list[float]:
     cal = sp.calibration
     assert cal is not None
     mean, mean_width = mean_model_coverage(data, sp.mean.terms, sp.mean.noise)
+    orig = spread_coverage(data, replace(sp, misfit=0.0, calibration=None))
     cells = [name, f"{sp.std.formula[:28]}"]
     for c in CONFIDENCES:
-        cells.append(f"{mean[c]:.2f}/{cal.normal[c]:.2f}/{cal.coverage[c]:.2f}")
+        cells.append(f"{mean[c]:.2f}/{orig[c]:.2f}/{cal.normal[c]:.2f}/{cal.coverage[c]:.2f}")
     cells += [f"{mean_width[c]:.3f}/{cal.width[c]:.3f}" for c in CONFIDENCES]
     cells.append(f"{cal.multiplier(0.95):.2f}")
     print(" | ".join(cells))
@@ -94,7 +98,7 @@ def main() -> None:
     ap.add_argument("--seeds", type=int, nargs="*", default=[0, 1, 2])
     args = ap.parse_args()
     head = ["set", "std model"]
-    head += [f"{c:.0%} mean/normal/calibrated" for c in CONFIDENCES]
+    head += [f"{c:.0%} mean/original/normal/calibrated" for c in CONFIDENCES]
     head += [f"width {c:.0%} mean/calibrated" for c in CONFIDENCES] + ["q95"]
     print(" | ".join(head))
     for name, data in sorted(kernels().items()):

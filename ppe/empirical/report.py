@@ -376,6 +376,7 @@ class Fit:
             "type": std.kind,
             "params": list(std.params),
             "ranges": {p: list(r) for p, r in std.ranges.items()},
+            "misfit": self.spread.misfit,
         }
         cal = self.spread.calibration
         if cal is not None:

@@ -114,6 +114,10 @@ class SpreadOut(BaseModel):
     type: str | None = None
     params: list[str] | None = None
     ranges: dict[str, list[float]] | None = None
+    misfit: float | None = Field(
+        default=None,
+        description="the mean model's relative misfit beyond the means' noise, in the scale",
+    )
     coverage: dict[str, float] | None = Field(
         default=None,
         description="share of left-out runs inside the calibrated central intervals "
