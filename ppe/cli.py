@@ -685,6 +685,13 @@ def _print_fit(report: dict[str, Any]) -> None:
     print(f"  {'term':<28}  {'coefficient':>14}")
     for c in report["coefficients"]:
         print(f"  {c['term']:<28}  {c['value']:>14.6g}")
+    spread = report["spread"]
+    if spread["used"]:
+        cov = ", ".join(f"{float(c):.0%}: {v:.0%}" for c, v in spread["coverage"].items())
+        print(f"  spread     std of a run = {spread['model']} (calibrated)")
+        print(f"  coverage   {cov} of left-out runs (nested leave-one-point-out)")
+    else:
+        print(f"  spread     - ({spread['reason']}): a run's spread is the mean model's")
     if not report["predictions"]:
         return
     print(f"  {'point':<28}  {'mean':>12}  {'95 % interval of a run':<27}")
@@ -694,6 +701,9 @@ def _print_fit(report: dict[str, Any]) -> None:
         lo_hi = "-" if band is None else f"[{band[0]:.4g}, {band[1]:.4g}]"
         note = "  extrapolated" if p["extrapolated"] else ""
         print(f"  {point:<28}  {p['mean']:>12.4g}  {lo_hi:<27}{note}")
+        if "spread" in p:
+            slo, shi = p["spread"]["interval"]
+            print(f"  {'  calibrated spread':<28}  {'':>12}  [{slo:.4g}, {shi:.4g}]")
     if "suggested" in report:
         per = "unit of predicted time" if report["suggested_per"] == "time" else "run"
         print(f"  measure next (most narrowing the intervals above, per {per}):")

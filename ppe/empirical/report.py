@@ -29,6 +29,7 @@ from .model import EmpiricalModel, default_noise, fit_weights
 from .prophecy import PROPHECY_TYPES, fit_graph_type, one_parameter
 from .runs import RunRecord
 from .search import relative_losses, search
+from .spread import SpreadModel, fit_spread
 from .suggest import suggest_next
 
 SEARCH = "search"
@@ -201,6 +202,8 @@ class Prediction:
     """A new run's mean and ``confidence`` interval at ``point`` (every parameter, fixed too).
 
     ``std`` and ``interval`` are None when the fit has no residual degrees of freedom.
+    ``spread`` (when the fit has a spread model) is the calibrated interval of a run and the
+    std of the normal ``empirical(...)`` reads there.
     """
 
     point: dict[str, float]
@@ -209,9 +212,10 @@ class Prediction:
     interval: tuple[float, float] | None
     confidence: float
     extrapolated: bool
+    spread: dict[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        out = {
             "point": self.point,
             "mean": self.mean,
             "std": self.std,
@@ -219,6 +223,9 @@ class Prediction:
             "confidence": self.confidence,
             "extrapolated": self.extrapolated,
         }
+        if self.spread is not None:
+            out["spread"] = self.spread
+        return out
 
 
 @dataclass(frozen=True)
@@ -231,13 +238,23 @@ class Fit:
     fixed: dict[str, float]
     #: The measurements fitted (None for a stored model): what :meth:`suggest` plans from.
     data: Measurements | None = dataclasses.field(default=None, compare=False, repr=False)
+    #: The calibrated model of the runs' spread (:mod:`.spread`), when the runs have
+    #: repetitions at 3 points or more: a run's distribution in :meth:`to_stochastic`.
+    spread: SpreadModel | None = None
+    #: Why there is no spread model (None when there is one).
+    spread_note: str | None = None
 
     def to_stochastic(self, point: Mapping[str, float]) -> StochasticValue:
         """The run time at ``point`` as a PPE value (what ``empirical(...)`` in a performance
         model reads), checked as :meth:`predict` checks it.  A negative mean is refused: runs
         are never negative, so the model does not hold there (a negative high-order term
         outgrowing the others far beyond the runs), and an engine that clips the value at
-        zero would serve a number the model never said."""
+        zero would serve a number the model never said.
+
+        With a spread model, a run is the normal of its calibrated 95 % interval (mean from
+        the mean model, scale from the std model): heteroscedastic, so ``conservative`` and
+        quantile strategies see the spread the runs show at each size; without one, the mean
+        model's run interval."""
         self.check_point(point)
         mean = float(self.model.predict_arrays([point], "mean")[0][0])
         if mean < 0.0:
@@ -248,6 +265,8 @@ class Fit:
                 f"there (measured: {ranges}); measure nearer that point, or save another fit",
                 name=next(iter(point), None),
             )
+        if self.spread is not None:
+            return self.spread.to_stochastic(point)
         return self.model.to_stochastic(point)
 
     def check_point(self, point: Mapping[str, float]) -> None:
@@ -282,6 +301,12 @@ class Fit:
         extrapolated = any(
             not lo <= pred.point[p] <= hi for p, (lo, hi) in self.model.ranges.items()
         )
+        spread = None
+        if self.spread is not None:
+            lo, hi = self.spread.interval(point, confidence)
+            sd = self.spread.to_stochastic(point).sigma
+            if all(math.isfinite(v) for v in (lo, hi, sd)):
+                spread = {"interval": [lo, hi], "std": sd}
         return Prediction(
             point={**pred.point, **self.fixed},
             mean=pred.mean,
@@ -289,6 +314,7 @@ class Fit:
             interval=pred.interval if finite else None,
             confidence=confidence,
             extrapolated=extrapolated,
+            spread=spread,
         )
 
     def suggest(
@@ -334,8 +360,67 @@ class Fit:
             "dof": m.dof,
             "n_points": m.n_points,
             "n_obs": m.n_obs,
+            "spread": self.spread_report(),
             "predictions": [self.predict(p).to_dict() for p in points],
         }
+
+    def spread_report(self) -> dict[str, Any]:
+        """Which distribution ``empirical(...)`` reads, and the stated coverage of its
+        intervals (nested leave-one-point-out: see :func:`~.spread.nested_coverage`)."""
+        if self.spread is None:
+            return {"used": False, "model": None, "reason": self.spread_note}
+        std = self.spread.std
+        out: dict[str, Any] = {
+            "used": True,
+            "model": std.formula,
+            "type": std.kind,
+            "params": list(std.params),
+            "ranges": {p: list(r) for p, r in std.ranges.items()},
+            "misfit": self.spread.misfit,
+        }
+        cal = self.spread.calibration
+        if cal is not None:
+            out["calibration"] = cal.to_dict()
+            out["coverage"] = out["calibration"]["coverage"]
+            out["width"] = out["calibration"]["width"]
+            out["scale"] = self.spread.scale()
+        return out
+
+    def stored(self) -> dict[str, Any]:
+        """The fit's model as stored (``save_as``): the mean model's JSON, with the spread
+        model's std model and calibration under ``"spread"`` when there is one."""
+        out = self.model.to_dict()
+        if self.spread is not None:
+            out["spread"] = {k: v for k, v in self.spread.to_dict().items() if k != "mean"}
+        return out
+
+
+def fit_from_stored(
+    key: SeriesKey, requested: str, model: Mapping[str, Any], fixed: Mapping[str, float]
+) -> Fit:
+    """A stored fit (see :meth:`Fit.stored`), ready to predict."""
+    mean = EmpiricalModel.from_dict(model)
+    spread_data = model.get("spread")
+    spread = None
+    if spread_data is not None:
+        spread = SpreadModel.from_dict({**spread_data, "mean": model})
+    note = None if spread else "the stored model has no spread model"
+    return Fit(key, requested, mean, dict(fixed), spread=spread, spread_note=note)
+
+
+def spread_of(data: Measurements, model: EmpiricalModel) -> tuple[SpreadModel | None, str | None]:
+    """The calibrated spread model around ``model`` (fitted to ``data``), or None and why:
+    it needs repetitions at 3 points or more, and at least 19 left-out runs to calibrate a
+    95 % interval."""
+    try:
+        spread = fit_spread(data, mean=model)
+    except EmpiricalError as exc:
+        return None, f"no spread model: {exc}"
+    if not math.isfinite(spread.scale()):
+        cal = spread.calibration
+        n = 0 if cal is None else cal.n
+        return None, f"no spread model: {n} left-out runs cannot calibrate a 95 % interval (19+)"
+    return spread, None
 
 
 def fit_series(
@@ -351,4 +436,8 @@ def fit_series(
     model = fit_model(data, kind, x)
     if model.cv_error is None:
         model = dataclasses.replace(model, cv_error=cv_error(model, data))
-    return Fit(key, kind, model, fixed, data)
+    if kind == SEARCH:
+        spread, note = spread_of(data if x is None else one_parameter(data, x), model)
+    else:
+        spread, note = None, f"the spread model comes with the search, not type {kind!r}"
+    return Fit(key, kind, model, fixed, data, spread, note)

@@ -26,13 +26,13 @@ from ppe.empirical.coupling_runs import (
     run_kernels,
 )
 from ppe.empirical.errors import CouplingError, EmpiricalError
-from ppe.empirical.model import EmpiricalModel
 from ppe.empirical.report import (
     SEARCH,
     AmbiguousSeriesError,
     Fit,
     NoRunsError,
     SeriesKey,
+    fit_from_stored,
     fit_series,
     select_series,
 )
@@ -127,7 +127,7 @@ def save_fit(session: Session, name: str, fit: Fit) -> StoredEmpiricalModel:
         type=fit.model.kind,
         requested_type=fit.requested,
         fixed=dict(fit.fixed),
-        model=fit.model.to_dict(),
+        model=fit.stored(),
         n_points=fit.model.n_points,
     )
     session.add(row)
@@ -139,7 +139,7 @@ def fit_of(row: StoredEmpiricalModel) -> Fit:
     """The stored fit, ready to predict."""
     key = SeriesKey(row.app, row.kernel, row.metric, row.system)
     fixed = {str(k): float(v) for k, v in row.fixed.items()}
-    return Fit(key, row.requested_type, EmpiricalModel.from_dict(row.model), fixed)
+    return fit_from_stored(key, row.requested_type, row.model, fixed)
 
 
 def coupling_stored(
@@ -231,6 +231,15 @@ def stored_couplings(
     return list(session.execute(stmt).scalars())
 
 
+def _spread_note(fit: Fit) -> str:
+    """What a note says of a run's spread: the calibrated std model's and its coverage."""
+    if fit.spread is None or fit.spread.calibration is None:
+        return ""
+    cov = fit.spread.calibration.coverage.get(0.95)
+    stated = "" if cov is None else f" (95 % intervals covered {cov:.0%} of left-out runs)"
+    return f"; a run's spread from the calibrated std model {fit.spread.std.formula}{stated}"
+
+
 @dataclass(frozen=True)
 class BoundFit:
     """A fit a performance model reads, with what names it (memo keys) and what it is (notes)."""
@@ -302,7 +311,8 @@ class FitCache:
             return BoundFit(
                 done,
                 f"runs:{app}/{kernel}:{count}:{newest}",
-                f"{app}/{kernel} is the search's fit of {count} runs: {done.model.formula}",
+                f"{app}/{kernel} is the search's fit of {count} runs: {done.model.formula}"
+                + _spread_note(done),
             )
 
         return self._cached(("runs", app, kernel, count, newest), fit)
@@ -314,7 +324,8 @@ class FitCache:
             return BoundFit(
                 done,
                 f"model:{row.name}:{row.id}:{row.fitted_at!r}",
-                f"{row.app}/{row.kernel} is the saved model {row.name!r}: {done.model.formula}",
+                f"{row.app}/{row.kernel} is the saved model {row.name!r}: {done.model.formula}"
+                + _spread_note(done),
             )
 
         return self._cached(("model", model_id, fitted_at), read)

@@ -83,6 +83,13 @@ class CoefficientOut(BaseModel):
     value: float
 
 
+class PredictionSpreadOut(BaseModel):
+    interval: list[float] = Field(
+        description="[low, high]: the calibrated central `confidence` interval of a new run"
+    )
+    std: float = Field(description="std of the normal `empirical(...)` reads at this point")
+
+
 class PredictionOut(BaseModel):
     point: dict[str, float] = Field(description="every parameter, the fixed ones included")
     mean: float
@@ -92,6 +99,39 @@ class PredictionOut(BaseModel):
     )
     confidence: float
     extrapolated: bool = Field(description="outside the measured range of some parameter")
+    spread: PredictionSpreadOut | None = Field(
+        default=None, description="from the calibrated spread model, when the fit has one"
+    )
+
+
+class SpreadOut(BaseModel):
+    """The model of a run's spread that ``empirical(...)`` reads, when the runs have
+    repetitions at 3 points or more (else ``used`` is false and ``reason`` says why)."""
+
+    used: bool
+    model: str | None = Field(description="the std of a run, e.g. '1e-06 + 3e-12 * n^2'")
+    reason: str | None = Field(default=None, description="why there is no spread model")
+    type: str | None = None
+    params: list[str] | None = None
+    ranges: dict[str, list[float]] | None = None
+    misfit: float | None = Field(
+        default=None,
+        description="the mean model's relative misfit beyond the means' noise, in the scale",
+    )
+    coverage: dict[str, float] | None = Field(
+        default=None,
+        description="share of left-out runs inside the calibrated central intervals "
+        "(keys: confidence), nested leave-one-point-out",
+    )
+    width: dict[str, float | None] | None = Field(
+        default=None, description="their mean width relative to the measured mean"
+    )
+    scale: float | None = Field(
+        default=None, description="calibrated 95 % multiplier over the normal's 1.96"
+    )
+    calibration: dict[str, Any] | None = Field(
+        default=None, description="the sorted leave-one-point-out scores and the coverage"
+    )
 
 
 class EmpiricalFitOut(BaseModel):
@@ -117,6 +157,7 @@ class EmpiricalFitOut(BaseModel):
     dof: int
     n_points: int
     n_obs: int
+    spread: SpreadOut
     predictions: list[PredictionOut]
 
 

@@ -35,6 +35,7 @@ REPORT_KEYS = {
     "dof",
     "n_points",
     "n_obs",
+    "spread",
     "predictions",
 }
 
@@ -95,6 +96,14 @@ def test_json_shape_on_the_measured_kernels(capsys: pytest.CaptureFixture[str]) 
         float(r.split(",")[-1]) for r in KERNELS.read_text().splitlines() if ",matmul,256," in r
     ]
     assert inside["interval"][0] < np.mean(measured) < inside["interval"][1]
+    # 5 repetitions at each size: the calibrated spread model, its coverage stated
+    spread = out["spread"]
+    assert spread["used"] is True and "n" in spread["model"]
+    assert set(spread["coverage"]) == {"0.8", "0.9", "0.95"}
+    assert spread["coverage"]["0.95"] >= 0.9 and spread["calibration"]["n"] == 50
+    for p in (far, inside):
+        lo, hi = p["spread"]["interval"]
+        assert lo < p["mean"] < hi and p["spread"]["std"] > 0
 
 
 def test_two_parameters_and_the_table(capsys: pytest.CaptureFixture[str]) -> None:

@@ -118,6 +118,12 @@ def test_save_get_predict_delete(env) -> None:  # type: ignore[no-untyped-def]
     assert pred["mean"] == pytest.approx(fitted["predictions"][0]["mean"], rel=1e-12)
     assert pred["interval"] == pytest.approx(fitted["predictions"][0]["interval"], rel=1e-12)
     assert got["definition"]["formula"] == fitted["model"]
+    # the spread model is stored with it: the same std model, coverage and calibrated interval
+    assert fitted["spread"]["used"] and got["spread"] == fitted["spread"]
+    assert got["definition"]["spread"]["std"]["formula"] == fitted["spread"]["model"]
+    assert pred["spread"]["interval"] == pytest.approx(
+        fitted["predictions"][0]["spread"]["interval"], rel=1e-12
+    )
     bare = env.client.get(f"{FIT}/sort-time", headers=env.h("app")).json()
     assert bare["predictions"] == []
 

@@ -210,3 +210,75 @@ def test_a_fit_that_extrapolates_to_a_negative_time_is_refused(fed) -> None:  # 
     assert "negative" in r.text and "n=65536" in r.text, r.text
     body = {**body, "params": {"n": 2048}, "allocation": [{"host": "h0", "rows": 2048}]}
     assert fed.client.post(PREDICTIONS, json=body, headers=fed.h("app")).status_code == 200
+
+
+def row_stds(app: str, means_only: bool = False) -> list[dict[str, Any]]:
+    """Runs of one row whose std grows like n^(1/2) while the mean grows like n (seeded)."""
+    import numpy as np
+
+    rng = np.random.default_rng(4)
+    out = []
+    for n in (64, 96, 128, 192, 256, 384, 512, 768, 1024):
+        mean = 2e-6 * n
+        values = mean + 4e-6 * np.sqrt(n / 64) * rng.standard_normal(10)
+        kept = [float(values.mean())] if means_only else [float(v) for v in values]
+        out.append({"app": app, "kernel": ROW_KERNEL, "params": {"n": n}, "values": kept})
+    return out
+
+
+def one_host(env: Any, app: str, n: int) -> dict[str, Any]:
+    """The time of ``n`` rows of ``app`` on one host: ``n * empirical(app, "row", n)``."""
+    text = f'param n\nHostTime[p] = empirical("{app}", "row", n = n) * rows[p]\n'
+    text += "ExecTime = max(p in hosts: HostTime[p])\n"
+    body = {"grammar": text, "params": {"n": n}, "allocation": [{"host": "h0", "rows": n}]}
+    r = env.client.post(PREDICTIONS, json=body, headers=env.h("app"))
+    assert r.status_code == 200, r.text
+    return dict(r.json()["makespan"])
+
+
+def test_runs_with_repetitions_give_the_calibrated_spread(fed) -> None:  # noqa: F811
+    """With repetitions, `empirical(...)` reads the calibrated spread model: a time's std at
+    each n is the std the fit reports there (n rows of it), so it grows in proportion to the
+    spread model's, not to the mean model's; without them, the mean model's stays."""
+    post_runs(fed, row_stds("spready"))
+    post_runs(fed, row_stds("plain", means_only=True))
+    small, large = 128, 4096  # measured 64..1024
+    answers = {}
+    for app in ("spready", "plain"):
+        r = fed.client.post(
+            FIT,
+            json={"app": app, "kernel": ROW_KERNEL, "predict": [{"n": small}, {"n": large}]},
+            headers=fed.h("app"),
+        )
+        assert r.status_code == 200, r.text
+        answers[app] = r.json()
+    spread = answers["spready"]["spread"]
+    assert spread["used"] and spread["coverage"]["0.95"] >= 0.85 and spread["model"]
+    assert answers["plain"]["spread"]["used"] is False
+    assert "repetitions" in answers["plain"]["spread"]["reason"]
+    at = {p["point"]["n"]: p for p in answers["spready"]["predictions"]}
+    stds = {n: one_host(fed, "spready", n)["std"] for n in (small, large)}
+    for n in (small, large):
+        assert stds[n] == pytest.approx(n * at[n]["spread"]["std"], rel=1e-6)
+    assert stds[large] / large > stds[small] / small  # a row's spread grows with n
+    plain = {p["point"]["n"]: p for p in answers["plain"]["predictions"]}
+    for n in (small, large):
+        assert plain[n].get("spread") is None
+        sd = one_host(fed, "plain", n)["std"]
+        # the mean model's normal: its 95 % t interval as a normal
+        assert sd == pytest.approx(
+            n * (plain[n]["interval"][1] - plain[n]["mean"]) / 1.959964, rel=1e-5
+        )
+
+    # a conservative schedule reads the same spread: wider per host at the large n, and at
+    # the small n wider than the mean model's (whose relative noise is pooled over sizes
+    # where the runs' std is a smaller share of the mean)
+    def hosts(app: str, n: int) -> dict[str, dict[str, float]]:
+        r = schedule(fed, app=app, n=n, strategy="conservative", k=2)
+        assert r.status_code == 200, r.text
+        return {a["host"]: a["time"] for a in r.json()["allocation"]}
+
+    few, many, plain_few = hosts("spready", small), hosts("spready", large), hosts("plain", small)
+    for h, t in few.items():
+        assert many[h]["std"] > t["std"]
+        assert t["std"] / t["mean"] > plain_few[h]["std"] / plain_few[h]["mean"]
