@@ -36,6 +36,10 @@ MAX_PREDICT = 100
 MAX_LOOP = 64
 
 
+#: Runs ``suggest`` may plan at once (each is a small linear-algebra search over candidates).
+MAX_SUGGEST = 20
+
+
 class EmpiricalFitIn(BaseModel):
     """Which stored runs to fit (one series: app, kernel, metric, system) and how."""
 
@@ -75,6 +79,17 @@ class EmpiricalFitIn(BaseModel):
     )
     save_as: ModelName | None = Field(
         default=None, description="store the fitted model under this (unused) name"
+    )
+    suggest: int | None = Field(
+        default=None,
+        ge=1,
+        le=MAX_SUGGEST,
+        description="the budget of runs to measure next: the points that most narrow the "
+        "intervals at the `predict` points (which are then required)",
+    )
+    by_cost: bool = Field(
+        default=False,
+        description="with suggest: rank runs by narrowing per unit of predicted time, not per run",
     )
 
 
@@ -163,6 +178,13 @@ class EmpiricalFitOut(BaseModel):
 
 class EmpiricalFitted(EmpiricalFitOut):
     saved_as: str | None = Field(default=None, description="the name it was stored under")
+    suggested: list[dict[str, float]] | None = Field(
+        default=None,
+        description="with `suggest`: the runs to measure next, best first, every parameter named",
+    )
+    suggested_per: Literal["run", "time"] | None = Field(
+        default=None, description="what the suggestion ranked by: narrowing per run or per second"
+    )
 
 
 class StoredEmpiricalSummary(BaseModel):

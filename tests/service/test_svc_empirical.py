@@ -85,7 +85,7 @@ def test_the_api_answers_what_the_command_prints(env, capsys) -> None:  # type: 
     args = ["model", "fit", str(KERNELS), "--app", "sor", "--kernel", "strips"]
     assert cli_main([*args, "--predict", "n=2048,p=2", "--json"]) == 0
     cli = json.loads(capsys.readouterr().out)
-    assert set(api) == set(cli) | {"saved_as"}
+    assert set(api) == set(cli) | {"saved_as", "suggested", "suggested_per"}
     assert api["model"] == cli["model"]
     terms = [c["term"] for c in cli["coefficients"]]
     assert [c["term"] for c in api["coefficients"]] == terms
@@ -94,6 +94,25 @@ def test_the_api_answers_what_the_command_prints(env, capsys) -> None:  # type: 
     for key in ("cv_error", "residual_norm", "sigma"):
         assert api[key] == pytest.approx(cli[key], rel=1e-9)
     assert api["predictions"][0]["interval"] == pytest.approx(cli["predictions"][0]["interval"])
+
+
+def test_suggested_runs_are_the_commands(env, capsys) -> None:  # type: ignore[no-untyped-def]
+    """`suggest` plans the next runs over stored runs as `ppe model fit --suggest` does over the
+    file; without `predict` points, or with a budget of 0, it is a 422 naming `suggest`."""
+    post_kernels(env)
+    for by_cost in (False, True):
+        body = {"app": "numpy", "kernel": "matmul", "predict": [{"n": 4096}], "suggest": 3}
+        api = fit(env, **body, by_cost=by_cost)
+        assert api.status_code == 200, api.text
+        args = ["model", "fit", str(KERNELS), "--app", "numpy", "--kernel", "matmul"]
+        extra = ["--by-cost"] if by_cost else []
+        assert cli_main([*args, "--predict", "n=4096", "--suggest", "3", *extra, "--json"]) == 0
+        cli = json.loads(capsys.readouterr().out)
+        assert api.json()["suggested"] == cli["suggested"] and len(cli["suggested"]) == 3
+        assert api.json()["suggested_per"] == ("time" if by_cost else "run")
+    for bad in ({"suggest": 2}, {"suggest": 0, "predict": [{"n": 4096}]}):
+        r = fit(env, app="numpy", kernel="matmul", **bad)
+        assert r.status_code == 422 and r.json()["detail"][0]["field"].startswith("suggest"), r.text
 
 
 def test_save_get_predict_delete(env) -> None:  # type: ignore[no-untyped-def]

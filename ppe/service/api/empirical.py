@@ -131,6 +131,14 @@ def _fit(body: EmpiricalFitIn, session: Session) -> dict[str, Any]:
     points = [dict(p) for p in body.predict]
     _check_points(fit, points, "predict")
     report = fit.report(points)
+    if body.suggest is not None:
+        if not points:
+            raise problem(
+                422, "suggest plans for the sizes you care about: give `predict` points", "suggest"
+            )
+        with empirical_errors(_point_field("suggest")):
+            report["suggested"] = fit.suggest(body.suggest, points, body.by_cost)
+        report["suggested_per"] = "time" if body.by_cost else "run"
     if body.save_as is not None:
         save_fit(session, body.save_as, fit)
         commit(session)  # a lost race on the name answers 409, nothing stored
