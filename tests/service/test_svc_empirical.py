@@ -101,7 +101,12 @@ def test_suggested_runs_are_the_commands(env, capsys) -> None:  # type: ignore[n
     file; without `predict` points, or with a budget of 0, it is a 422 naming `suggest`."""
     post_kernels(env)
     for by_cost in (False, True):
-        body = {"app": "numpy", "kernel": "matmul", "predict": [{"n": 4096}], "suggest": 3}
+        body: dict[str, Any] = {
+            "app": "numpy",
+            "kernel": "matmul",
+            "predict": [{"n": 4096}],
+            "suggest": 3,
+        }
         api = fit(env, **body, by_cost=by_cost)
         assert api.status_code == 200, api.text
         args = ["model", "fit", str(KERNELS), "--app", "numpy", "--kernel", "matmul"]
