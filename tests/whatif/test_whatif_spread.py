@@ -178,3 +178,14 @@ def test_cli_simulated_on_two_workers(tmp_path: Path, capsys: pytest.CaptureFixt
     for a, b in zip(serial["points"], pool["points"], strict=True):
         assert a["makespans_s"] == b["makespans_s"]
         assert a["predicted_interval_s"] == b["predicted_interval_s"]
+
+
+def test_cli_on_a_dask_cluster(
+    dask_address: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    spec = str(_spec(tmp_path, SWEEP))
+    assert whatif_main([spec, "--json", "--executor", "serial"]) == 0
+    serial = capsys.readouterr().out
+    args = [spec, "--json", "--executor", "dask", "--scheduler-address", dask_address]
+    assert whatif_main(args) == 0
+    assert capsys.readouterr().out == serial
