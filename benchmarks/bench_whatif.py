@@ -28,6 +28,16 @@ and 20 Mflop/s (runs of 5-70 min that cross many samples). Prints the wall time 
 planning and simulating.
 
     PYTHONPATH=. .venv/bin/python benchmarks/bench_whatif.py --simulated [--starts 8 --workers 2]
+
+``--sweeps``: a sweep serial against spread over every core (``ppe.executors``'s process
+pool; issue 21: "spreads sweeps over all cores"): an 8-point analytic sweep of 4096 nodes
+(the ``two nodesets`` machine, the fast nodes' floatspeed swept over 8 values), on 1 worker
+then ``--workers`` (0: every core), checking that both reports are identical; then one
+simulated point of 4096 nodes x 1000 iterations over the traces at both speeds with
+``--starts`` start times, 1 worker then ``--workers``, checking the makespans agree.
+Wall time end to end, pool start included.
+
+    PYTHONPATH=. .venv/bin/python benchmarks/bench_whatif.py --sweeps [--workers 0]
 """
 
 from __future__ import annotations
@@ -38,7 +48,16 @@ import statistics
 import time
 from pathlib import Path
 
-from ppe.whatif import Options, evaluate_point, parse_spec, resolve
+from ppe.executors import worker_count
+from ppe.whatif import (
+    Options,
+    Spread,
+    WhatIf,
+    evaluate_point,
+    evaluate_resolved,
+    parse_spec,
+    resolve,
+)
 from ppe.whatif.simulated import SimOptions, simulate_whatif
 from ppe.whatif_cli import FileResolver
 
@@ -163,15 +182,71 @@ def simulated(traces: Path, starts: int, workers: int) -> None:
         )
 
 
+SPEEDS = "[1e9, 1.25e9, 1.5e9, 1.75e9, 2e9, 2.5e9, 3e9, 4e9]"
+
+
+def sweeps(traces: Path, starts: int, workers: int) -> None:
+    """The same sweep on one worker and on ``workers``: wall time and whether they agree."""
+    many = worker_count(workers)
+    text = spec(3072, NORMAL, second=SLOW).replace('"2 Gflop/s"', SPEEDS, 1)
+    whatif = parse_spec(text, "bench")
+    resources = resolve(whatif, _NoFiles())  # type: ignore[arg-type]
+    reports = []
+    for n in (1, many):
+        t0 = time.perf_counter()
+        report = evaluate_resolved(whatif, resources, Options(), spread=Spread("process", n))
+        wall = time.perf_counter() - t0
+        reports.append(report.to_dict())
+        print(
+            f"analytic sweep, {len(whatif.points)} points x 4096 nodes, {n} worker(s): "
+            f"wall {wall:6.2f} s ({wall / len(whatif.points):.2f} s a point)"
+        )
+    print(f"  identical reports: {reports[0] == reports[1]}")
+    files = sorted(f.name for f in traces.glob("*.csv.gz") if f.name.split(".")[0] not in PARTIAL)
+    load = '{kind = "traces", files = [' + ", ".join(f'"{f}"' for f in files) + "]}"
+    for speed in ("2 Gflop/s", "20 Mflop/s"):
+        text = spec(4096, load).replace('"2 Gflop/s"', f'"{speed}"')
+        text = text.replace("iterations = 100", "iterations = 1000")
+        _simulated_sweep(parse_spec(text, "bench"), traces, starts, many, speed, len(files))
+
+
+def _simulated_sweep(
+    sim_whatif: WhatIf, traces: Path, starts: int, many: int, speed: str, nfiles: int
+) -> None:
+    makespans = []
+    for n in (1, many):
+        t0 = time.perf_counter()
+        sim = simulate_whatif(
+            sim_whatif,
+            FileResolver(traces),
+            sim=SimOptions(starts=starts),
+            spread=Spread("process", n),
+        )
+        wall = time.perf_counter() - t0
+        p = sim.points[0]
+        makespans.append(p.makespans.tolist())
+        print(
+            f"simulated point, 4096 nodes x 1000 it, {nfiles} traces, {speed:>10}, {starts} starts, "
+            f"{n} worker(s): wall {wall:6.1f} s (planning {p.timing[0]:.1f} s, simulating "
+            f"{p.timing[1]:.2f} s, summed over workers)"
+        )
+    print(f"  identical makespans: {makespans[0] == makespans[1]}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--simulated", action="store_true", help="the simulated path instead")
+    parser.add_argument("--sweeps", action="store_true", help="sweeps: 1 worker vs --workers")
     parser.add_argument("--traces", type=Path, default=TRACES)
     parser.add_argument("--starts", type=int, default=8)
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args()
     print(f"load average before: {os.getloadavg()[0]:.2f}")
+    if args.sweeps:
+        sweeps(args.traces, args.starts, args.workers)
+        print(f"load average after: {os.getloadavg()[0]:.2f}")
+        return
     if args.simulated:
         simulated(args.traces, args.starts, args.workers)
         print(f"load average after: {os.getloadavg()[0]:.2f}")

@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument(
         "--dask-scheduler",
         default=None,
-        help="Dask scheduler (tcp://host:8786) replay jobs may run on with executor 'dask'",
+        help="Dask scheduler (tcp://host:8786) replay and what-if jobs may run on with "
+        "executor 'dask'",
     )
     serve.add_argument("--log-level", default="info")
     serve.add_argument(

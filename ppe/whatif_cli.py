@@ -5,6 +5,7 @@
     ppe whatif examples/whatif/heterogeneous.toml --strategy conservative --out report.json
     ppe whatif examples/whatif/traces.toml --simulate --starts 20 --workers 2
     ppe whatif examples/whatif/heterogeneous.toml --html whatif.html
+    ppe whatif examples/whatif/heterogeneous.toml --executor dask --scheduler-address tcp://h:8786
 
 Prints one row per sweep point: the swept values, the predicted makespan's mean and interval,
 and each nodeset's rows per node and compute / communication / waiting seconds. Files the spec
@@ -17,7 +18,10 @@ every problem with its line: exit status 2.
 the recorded load, a distribution of makespans (ppe/whatif/simulated.py); ``--traces DIR``
 reads the spec's trace files from DIR instead of the spec's folder. ``--html FILE`` writes the
 same table, the notes and plots of the makespan against the swept field as one page
-(ppe/whatif/html.py).
+(ppe/whatif/html.py). A sweep's points (and, simulated, chunks of each point's start times)
+run on ``--executor``: a process pool of ``--workers`` (0: every core), this process
+(``serial``), or a Dask cluster at ``--scheduler-address``, as ``ppe replay`` does; results
+are gathered in point order, so the answer does not depend on where they ran.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import scheduler
+from ppe.executors import EXECUTORS, ExecutorError
 from ppe.pmac import MachineProfile, profile_from_json
 from ppe.traces import read_trace, trace_files
 from ppe.whatif import (
@@ -38,6 +43,7 @@ from ppe.whatif import (
     Report,
     ResolveError,
     SpecError,
+    Spread,
     WhatIfError,
     evaluate,
     format_table,
@@ -108,6 +114,25 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--k", type=float, default=2.0, help="k of the conservative strategy")
     p.add_argument("--confidence", type=float, default=0.95, help="interval confidence")
     p.add_argument("--json", action="store_true", help="print the JSON report instead of a table")
+    run = p.add_argument_group("where the sweep runs (both paths; the answer is the same)")
+    run.add_argument(
+        "--executor",
+        default="process",
+        choices=EXECUTORS,
+        help="a local process pool (default), this process, or a Dask cluster",
+    )
+    run.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="processes of the pool (default 0: every core)",
+    )
+    run.add_argument(
+        "--scheduler-address",
+        default=None,
+        metavar="tcp://HOST:8786",
+        help="the Dask scheduler (with --executor dask)",
+    )
     sim = p.add_argument_group("simulated evaluation (trace-driven, docs/whatif.md)")
     sim.add_argument(
         "--simulate", action="store_true", help="run each point over the recorded load"
@@ -116,9 +141,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--traces", type=Path, default=None, help="folder of the trace files (default: the spec's)"
     )
     sim.add_argument("--starts", type=int, default=20, help="start times per point (default 20)")
-    sim.add_argument(
-        "--workers", type=int, default=1, help="processes for the start times (0: every core)"
-    )
     sim.add_argument("--seed", type=int, default=0, help="seed of the start times and draws")
     sim.add_argument(
         "--warmup",
@@ -143,6 +165,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.simulate and (args.starts < 1 or args.warmup < 0):
         print("ppe whatif: --starts must be at least 1 and --warmup not negative", file=sys.stderr)
         return 2
+    try:
+        spread = Spread(args.executor, args.workers, args.scheduler_address)
+    except ValueError as exc:
+        print(f"ppe whatif: {exc}", file=sys.stderr)
+        return 2
     resolver = FileResolver(args.spec.parent, args.traces)
     report: Report | SimReport
     try:
@@ -150,13 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         whatif = parse_spec(text, str(args.spec), resolver.text, simgrid)
         if args.simulate:
             sim = SimOptions(args.starts, args.seed, args.warmup, args.workers)
-            report = simulate_whatif(whatif, resolver, options, sim)
+            report = simulate_whatif(whatif, resolver, options, sim, spread)
         else:
-            report = evaluate(whatif, resolver, options)
+            report = evaluate(whatif, resolver, options, spread)
     except SpecError as exc:
         print(f"ppe whatif: {len(exc.problems)} problem(s) in the spec:\n{exc}", file=sys.stderr)
         return 2
-    except WhatIfError as exc:
+    except (WhatIfError, ExecutorError) as exc:
         print(f"ppe whatif: {exc}", file=sys.stderr)
         return 2
     document = report.to_dict()

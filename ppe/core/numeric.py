@@ -1017,6 +1017,17 @@ class NumResult:
         self._quantiles: dict[tuple[float, ...], FloatArray] = {}
         self._lock = threading.Lock()
 
+    def __getstate__(self) -> dict[str, Any]:
+        # Results travel between processes (what-if sweeps spread over workers): the lock
+        # stays behind, the caches computed so far go along.
+        state = self.__dict__.copy()
+        del state["_lock"]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
+
     @property
     def m(self) -> int:
         return int(self.seg.shape[0] - 1)

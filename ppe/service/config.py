@@ -133,10 +133,12 @@ class Settings:
     # Of those, how many may plan at once (schedules, predictions); the rest stay free for
     # ingestion and reads, so a crowd of applications never starves the sensors.
     planning_threads: int = 2
-    # Replay jobs. A Dask scheduler the server's own jobs may use (None: "dask" is refused);
-    # callers never name one, so the server connects only where its operator said.
+    # Replay and what-if jobs. A Dask scheduler the server's own jobs may use (None: "dask"
+    # is refused); callers never name one, so the server connects only where its operator
+    # said.
     dask_scheduler: str | None = None
-    # Most processes one replay job may use (a request's 0, "all cores", means this many).
+    # Most processes one replay job may use (a request's 0, "all cores", means this many);
+    # also the size of a what-if job's process pool.
     replay_max_workers: int = field(default_factory=lambda: os.cpu_count() or 1)
     # Uploaded traces of one request: compressed bytes in all and number of files.
     max_upload_bytes: int = 64 * 2**20

@@ -46,11 +46,13 @@ from ppe.whatif import (
     RegisteredHost,
     ResolveError,
     Resources,
+    Spread,
     WhatIf,
     evaluate_resolved,
     parse_spec,
     resolve,
 )
+from ppe.whatif.analytic import portable
 
 #: A spec with one point and at most this many nodes is answered in the request (an analytic
 #: point of 64 nodes takes tens of milliseconds); anything larger becomes a job.
@@ -63,6 +65,7 @@ __all__ = [
     "current_spec",
     "fail_interrupted",
     "is_small",
+    "job_spread",
 ]
 
 
@@ -203,8 +206,24 @@ def fail_interrupted(sessions: sessionmaker[Session]) -> None:
         )
 
 
+def job_spread(settings: Settings, executor: str, resources: Resources) -> Spread:
+    """Where a job's points run, as replay jobs choose (``replay_jobs.job_config``): a process
+    pool of the server's ``replay_max_workers``, this process ("serial"), or the server's own
+    Dask scheduler (never an address a caller names). A spec reading live forecasts runs in
+    this process whatever was asked: the forecasts are this process's store's (the answer is
+    the same). Raises ValueError for Dask on a server without a scheduler."""
+    if executor == "dask" and not settings.dask_scheduler:
+        raise ValueError("executor 'dask' needs a server started with --dask-scheduler")
+    if not portable(resources):
+        return Spread("serial")
+    if executor == "dask":
+        return Spread("dask", scheduler_address=settings.dask_scheduler)
+    return Spread(executor, settings.replay_max_workers)
+
+
 class WhatIfRunner:
-    """One background thread: a sweep's points run one after the other, each recorded."""
+    """One background thread per job at a time: a sweep's points run on the job's executor
+    (a process pool, or Dask), progress recorded as each point finishes."""
 
     def __init__(self, sessions: sessionmaker[Session]) -> None:
         self.sessions = sessions
@@ -217,20 +236,25 @@ class WhatIfRunner:
         resources: Resources,
         options: Options,
         hide: Sequence[Path] = (),
+        spread: Spread | None = None,
+        executor: str = "serial",
     ) -> int:
-        """Queue a checked spec whose references are read; returns the job's id. A failure's
-        message leaves out the folders in ``hide`` (the server's trace directories)."""
+        """Queue a checked spec whose references are read, its points to run on ``spread``
+        (the caller's ``executor`` is recorded with the options); returns the job's id. A
+        failure's message leaves out the folders in ``hide`` (the server's trace
+        directories)."""
         with session_scope(self.sessions) as s:
             job = WhatIfJob(
                 status="queued",
                 spec=text,
-                options=asdict(options),
+                options={**asdict(options), "executor": executor},
                 total=len(whatif.points),
             )
             s.add(job)
             s.flush()
             job_id = job.id
-        self.pool.submit(self._run, job_id, whatif, resources, options, list(hide))
+        run = spread or Spread()
+        self.pool.submit(self._run, job_id, whatif, resources, options, list(hide), run)
         return job_id
 
     def _set(self, job_id: int, **values: Any) -> None:
@@ -244,12 +268,13 @@ class WhatIfRunner:
         resources: Resources,
         options: Options,
         hide: list[Path],
+        spread: Spread,
     ) -> None:
         self._set(job_id, status="running")
         progress = throttled(lambda done, total: self._set(job_id, done=done, total=total))
 
         try:
-            report = evaluate_resolved(whatif, resources, options, progress).to_dict()
+            report = evaluate_resolved(whatif, resources, options, progress, spread).to_dict()
             # through JSON once: numpy scalars and tuples become what the store keeps
             report = json.loads(json.dumps(report, default=float))
         except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller

@@ -15,6 +15,7 @@ from ppe.whatif.analytic import (
     evaluate_resolved,
     model_text,
 )
+from ppe.whatif.options import Spread
 from ppe.whatif.report import NodesetResult, PointResult, Report, format_table
 from ppe.whatif.resolve import (
     LoadTrace,
@@ -44,6 +45,7 @@ __all__ = [
     "Spec",
     "SpecError",
     "SpecPoint",
+    "Spread",
     "WhatIf",
     "WhatIfError",
     "evaluate",

@@ -43,7 +43,7 @@ from ppe.core.stochastic import Point
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions
 from ppe.whatif.iidmax import IidMax
 from ppe.whatif.machine import Loads, Machine, Slot, build_machine
-from ppe.whatif.options import Options
+from ppe.whatif.options import Options, Spread
 from ppe.whatif.report import NodesetResult, PointResult, Report
 from ppe.whatif.resolve import Resolver, Resources, resolve
 from ppe.whatif.script import Phase, phases
@@ -57,6 +57,7 @@ __all__ = [
     "evaluate_point",
     "model_text",
     "plan_point",
+    "portable",
 ]
 
 
@@ -463,12 +464,17 @@ def model_text(point: SpecPoint, resources: Resources) -> str | None:
     return script_model_text(point.spec, app.phases, _ends(counts))
 
 
-def evaluate(whatif: WhatIf, resolver: Resolver, options: Options | None = None) -> Report:
+def evaluate(
+    whatif: WhatIf,
+    resolver: Resolver,
+    options: Options | None = None,
+    spread: Spread | None = None,
+) -> Report:
     """Every point of a checked spec: references read first (:func:`resolve`), then each point
-    planned and predicted."""
+    planned and predicted (spread over ``spread``'s workers)."""
     opts = options or Options()
     check_strategy(opts)
-    return evaluate_resolved(whatif, resolve(whatif, resolver), opts)
+    return evaluate_resolved(whatif, resolve(whatif, resolver), opts, spread=spread)
 
 
 def check_strategy(options: Options) -> None:
@@ -478,24 +484,56 @@ def check_strategy(options: Options) -> None:
         )
 
 
+def portable(resources: Resources) -> bool:
+    """Whether the references can travel to other processes: live forecasts of registered
+    hosts are read from this process's store, so a spec using them is evaluated here."""
+    return all(h.cpu is None for h in resources.hosts.values())
+
+
+def _point_task(
+    point: SpecPoint, resources: Resources, model: str | None, options: Options
+) -> PointResult:
+    """A worker's point: the compiled model rebuilt from its text (a pickled copy loses what
+    the engines key on by identity), then the point as :func:`evaluate_point` answers it."""
+    if model is not None:
+        resources = replace(resources, model=_compiled(model))
+    return evaluate_point(point, resources, options)
+
+
 def evaluate_resolved(
     whatif: WhatIf,
     resources: Resources,
     options: Options,
     progress: Callable[[int, int], None] | None = None,
+    spread: Spread | None = None,
 ) -> Report:
     """Every point of a spec whose references are read, calling ``progress(done, total)``
-    after each (the service's jobs report it)."""
-    total, points = len(whatif.points), []
-    for i, point in enumerate(whatif.points):
-        points.append(evaluate_point(point, resources, options))
-        if progress is not None:
-            progress(i + 1, total)
+    as each finishes (the service's jobs report it). Points are independent: with ``spread``
+    they run on its executor's workers, results in point order, the same as one by one."""
+    run = spread or Spread()
+    points = list(whatif.points)
+    if run.spreads(len(points)):
+        if not portable(resources):
+            raise WhatIfError(
+                "a spec reading live forecasts (load = forecasts) is evaluated in one process: "
+                "use the serial executor"
+            )
+        model = resources.model.text if resources.model is not None else None
+        bare = replace(resources, model=None)
+        with run.executor_for(len(points)) as ex:
+            args = [(p, bare, model, options) for p in points]
+            results = ex.map(_point_task, args, progress)
+    else:
+        results = []
+        for i, point in enumerate(points):
+            results.append(evaluate_point(point, resources, options))
+            if progress is not None:
+                progress(i + 1, len(points))
     return Report(
         whatif.source,
         whatif.points[0].spec.title,
         options,
         tuple(a.label for a in whatif.axes),
-        tuple(points),
+        tuple(results),
         model_text(whatif.points[0], resources),
     )

@@ -1,12 +1,14 @@
-"""How a what-if is planned and predicted at every point (the CLI's flags, later the API's)."""
+"""How a what-if is planned and predicted at every point, and where its points run (the CLI's
+flags, the API's)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ppe.executors import Executor, check_executor, one_thread, worker_count
 from ppe.pipeline import PlanOptions
 
-__all__ = ["Options"]
+__all__ = ["Options", "Spread"]
 
 
 @dataclass(frozen=True)
@@ -34,4 +36,37 @@ class Options:
             engine=self.engine,
             seed=self.seed,
             max_rounds=1 if static else PlanOptions().max_rounds,
+        )
+
+
+@dataclass(frozen=True)
+class Spread:
+    """Where a sweep's independent work runs (:mod:`ppe.executors`): in this process
+    ("serial"), a local process pool of ``workers`` (0: every core), or the Dask scheduler
+    at ``scheduler_address``. The answer is the same on any of them."""
+
+    executor: str = "serial"
+    workers: int = 0
+    scheduler_address: str | None = None
+    #: The process pool's start method (None: fork, or forkserver beside other threads).
+    method: str | None = None
+
+    def __post_init__(self) -> None:
+        check_executor(self.executor, self.scheduler_address)
+
+    def spreads(self, tasks: int) -> bool:
+        """Whether ``tasks`` independent tasks would leave this process."""
+        if self.executor == "dask":
+            return True
+        return self.executor == "process" and min(worker_count(self.workers), tasks) > 1
+
+    def executor_for(self, tasks: int) -> Executor:
+        """The executor for ``tasks`` tasks: never more pool processes than tasks."""
+        workers = min(worker_count(self.workers), max(tasks, 1))
+        return Executor(
+            self.executor,
+            workers,
+            self.scheduler_address,
+            method=self.method,
+            initializer=one_thread,
         )

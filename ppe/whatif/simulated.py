@@ -26,17 +26,17 @@ simulator has one latency, the largest of the chain's (noted when they differ).
 the node spent computing, ``communication`` its halo messages, ``waiting`` the makespan minus
 both (at each iteration's synchronisation and at the end).
 
-Start times are independent, so they are spread over processes (``workers``); each worker
-plans and then simulates its chunk of starts in one vectorised :func:`simulate` call. Results
-are gathered by position: the answer does not depend on the number of workers.
+Points and start times are independent, so (point, chunk of starts) tasks are spread over the
+executor's workers (:class:`~ppe.whatif.options.Spread`: a process pool, or Dask); each task
+plans and then simulates its chunk in one vectorised :func:`simulate` call, every start with
+its own seed. Results are gathered by position: the answer does not depend on the executor or
+the number of workers.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -44,10 +44,11 @@ import numpy as np
 from numpy.typing import NDArray
 
 from ppe.core import get_model
+from ppe.executors import ProgressFn
 from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simulate
 from ppe.whatif.analytic import WhatIfError, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
-from ppe.whatif.options import Options
+from ppe.whatif.options import Options, Spread
 from ppe.whatif.report import _value, aligned
 from ppe.whatif.resolve import Resolver, Resources, resolve
 from ppe.whatif.spec import Spec, SpecPoint, WhatIf
@@ -70,7 +71,7 @@ DAY_S = 86400.0
 @dataclass(frozen=True)
 class SimOptions:
     """How many start times, seeded how, with how much history before the first, on how many
-    processes (``workers <= 0``: every core)."""
+    processes when no :class:`Spread` is given (``workers <= 0``: every core)."""
 
     starts: int = 20
     seed: int = 0
@@ -441,33 +442,41 @@ def _chunks(n: int, parts: int) -> list[range]:
     return [range(int(a), int(b)) for a, b in zip(edges[:-1], edges[1:], strict=True) if b > a]
 
 
-def simulate_point(
-    point: SpecPoint,
-    resources: Resources,
-    options: Options | None = None,
-    sim: SimOptions | None = None,
-    pool: ProcessPoolExecutor | None = None,
-    workers: int = 1,
-) -> SimPoint:
-    """Every start time of one point, planned and simulated (see the module docstring)."""
-    opts, so = options or Options(), sim or SimOptions()
+def _point_chunks(
+    point: SpecPoint, resources: Resources, opts: Options, so: SimOptions, parts: int
+) -> tuple[FloatArray, list[_Chunk]]:
+    """A point's start times and its tasks: the starts split into ``parts`` chunks, each
+    start with its own seed (so the chunking does not change the answer)."""
     check_simulable(point)
     starts = start_times(resources, so)
     seeds = np.random.default_rng([so.seed, 1]).integers(0, 2**63 - 1, so.starts)
     bare = replace(resources, model=None)
     chunks = [
         _Chunk(point, bare, opts, tuple(starts[r].tolist()), tuple(int(s) for s in seeds[r]))
-        for r in _chunks(so.starts, workers)
+        for r in _chunks(so.starts, parts)
     ]
+    return starts, chunks
+
+
+def _run_task(chunk: _Chunk) -> _ChunkResult:
+    """A worker's task: :func:`_run_chunk`, its failures naming the point."""
     try:
-        results = (
-            list(pool.map(_run_chunk, chunks))
-            if pool is not None
-            else [_run_chunk(c) for c in chunks]
-        )
+        return _run_chunk(chunk)
+    except WhatIfError:
+        raise
     except ValueError as exc:
-        where = ", ".join(f"{k} = {v}" for k, v in point.values)
+        where = ", ".join(f"{k} = {v}" for k, v in chunk.point.values)
         raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
+
+
+def _assemble(
+    point: SpecPoint,
+    resources: Resources,
+    opts: Options,
+    starts: FloatArray,
+    results: Sequence[_ChunkResult],
+) -> SimPoint:
+    """A point's chunks, in start order, as one :class:`SimPoint`."""
 
     def cat(name: str) -> FloatArray:
         return np.concatenate([getattr(r, name) for r in results])
@@ -501,27 +510,70 @@ def simulate_point(
     )
 
 
+def _simulate(
+    points: Sequence[SpecPoint],
+    resources: Resources,
+    opts: Options,
+    so: SimOptions,
+    spread: Spread,
+    progress: ProgressFn | None = None,
+) -> tuple[SimPoint, ...]:
+    """Every (point, chunk of starts) task on ``spread``'s executor; each point assembled
+    from its chunks by position, ``progress(done, total)`` as each point's last chunk ends."""
+    tasks = len(points) * so.starts
+    with spread.executor_for(tasks) as ex:
+        # enough chunks per point to keep every slot busy, no more (each chunk plans its
+        # starts and simulates them in one vectorised call)
+        parts = -(-ex.slots // len(points)) if ex.slots > 1 else 1
+        split = [_point_chunks(p, resources, opts, so, parts) for p in points]
+        owner = [(i, j) for i, (_, chunks) in enumerate(split) for j in range(len(chunks))]
+        args = [(chunk,) for _, chunks in split for chunk in chunks]
+        parts_of: list[list[_ChunkResult | None]] = [[None] * len(c) for _, c in split]
+        left = [len(c) for _, c in split]
+        done = 0
+        for pos, result in ex.completed(_run_task, args):
+            i, j = owner[pos]
+            parts_of[i][j] = result
+            left[i] -= 1
+            if left[i] == 0:
+                done += 1
+                if progress is not None:
+                    progress(done, len(points))
+    return tuple(
+        _assemble(p, resources, opts, starts, [r for r in parts_of[i] if r is not None])
+        for i, (p, (starts, _)) in enumerate(zip(points, split, strict=True))
+    )
+
+
+def simulate_point(
+    point: SpecPoint,
+    resources: Resources,
+    options: Options | None = None,
+    sim: SimOptions | None = None,
+    spread: Spread | None = None,
+) -> SimPoint:
+    """Every start time of one point, planned and simulated (see the module docstring)."""
+    opts, so = options or Options(), sim or SimOptions()
+    return _simulate([point], resources, opts, so, spread or Spread())[0]
+
+
 def simulate_whatif(
     whatif: WhatIf,
     resolver: Resolver,
     options: Options | None = None,
     sim: SimOptions | None = None,
+    spread: Spread | None = None,
+    progress: ProgressFn | None = None,
 ) -> SimReport:
-    """Every point of a checked spec, simulated at ``sim.starts`` start times, the starts
-    spread over ``sim.workers`` processes."""
+    """Every point of a checked spec, simulated at ``sim.starts`` start times; the (point,
+    chunk of starts) tasks spread over ``spread`` (default: a process pool of
+    ``sim.workers``), ``progress(done, total)`` per finished point."""
     opts, so = options or Options(), sim or SimOptions()
     for p in whatif.points:
         check_simulable(p)
     resources = resolve(whatif, resolver, pick_warmup=so.warmup_s)
-    workers = so.workers if so.workers > 0 else (os.cpu_count() or 1)
-    workers = min(workers, so.starts)
-    if workers > 1:
-        with ProcessPoolExecutor(workers) as pool:
-            points = tuple(
-                simulate_point(p, resources, opts, so, pool, workers) for p in whatif.points
-            )
-    else:
-        points = tuple(simulate_point(p, resources, opts, so) for p in whatif.points)
+    run = spread or Spread("process", so.workers)
+    points = _simulate(whatif.points, resources, opts, so, run, progress)
     return SimReport(
         whatif.source,
         whatif.points[0].spec.title,

@@ -16,9 +16,12 @@ from ppe.service.app import create_app
 from ppe.service.config import Settings
 from ppe.service.store.db import make_engine, make_sessionmaker, session_scope
 from ppe.service.store.models import WhatIfJob
+from ppe.service.whatif import check, job_spread
+from ppe.whatif import RegisteredHost, Spread, resolve
 from ppe.whatif import analytic as whatif_analytic
 from tests.service.conftest import Env
 from tests.service.test_svc_planning import feed
+from tests.whatif.conftest import MemoryResolver
 
 SPEC = """
 title = "two registered hosts"
@@ -224,12 +227,55 @@ def test_a_failing_job_reports_why(env: Env, monkeypatch: pytest.MonkeyPatch) ->
         return real(point, resources, options)
 
     monkeypatch.setattr(whatif_analytic, "evaluate_point", second_fails)
-    r = post(env, SWEEP)
+    r = post(env, SWEEP, executor="serial")  # (the patch lives in this process)
     assert r.status_code == 202
     job = wait_done(env, r.json()["url"])
     assert job["status"] == "failed" and job["report"] is None
     assert job["error"] == "ValueError: the scheduler found no allocation"
     assert job["done"] == 1
+
+
+def test_a_jobs_points_on_a_process_pool_give_the_serial_report(env: Env) -> None:
+    """The default executor (a pool of the server's replay workers, forked beside the
+    server's threads) answers exactly as the points one after another."""
+    serial = wait_done(env, post(env, SWEEP, executor="serial").json()["url"])
+    pooled = wait_done(env, post(env, SWEEP).json()["url"])
+    assert serial["status"] == pooled["status"] == "done", (serial["error"], pooled["error"])
+    assert pooled["report"] == serial["report"]
+    assert pooled["done"] == 3
+    assert pooled["options"]["executor"] == "process"
+    assert serial["options"]["executor"] == "serial"
+
+
+def test_dask_runs_only_on_the_servers_scheduler(env: Env) -> None:
+    r = post(env, SWEEP, executor="dask")
+    assert r.status_code == 422 and "needs a server started with --dask-scheduler" in r.text
+    assert jobs(env) == []
+    r = post(env, SWEEP, scheduler_address="tcp://198.51.100.7:8786")
+    assert r.status_code == 422  # an address is the server's to set, never a request's
+    resources = resolve(check(SWEEP), MemoryResolver())
+    on = Settings(dask_scheduler="tcp://10.0.0.5:8786", replay_max_workers=2)
+    assert job_spread(on, "dask", resources) == Spread(
+        "dask", scheduler_address="tcp://10.0.0.5:8786"
+    )
+    assert job_spread(on, "process", resources) == Spread("process", 2)
+    assert job_spread(Settings(replay_max_workers=3), "serial", resources) == Spread("serial", 3)
+
+
+def test_live_forecasts_run_in_the_servers_process() -> None:
+    def cpu(horizon: float | None) -> Any:
+        raise AssertionError("not read here")
+
+    spec = SWEEP.replace(
+        'floatspeed = "1 Gflop/s"\nload = {kind = "normal", mean = 0.8, std = 0.05}',
+        'host = "h1"\nload = {kind = "forecasts"}',
+    )
+    assert 'kind = "forecasts"' in spec
+    hosts = {"h1": RegisteredHost("h1", benchmark=1e-8, cpu=cpu)}
+    resources = resolve(check(spec), MemoryResolver(hosts=hosts))
+    on = Settings(dask_scheduler="tcp://10.0.0.5:8786", replay_max_workers=2)
+    assert job_spread(on, "dask", resources) == Spread("serial")
+    assert job_spread(on, "process", resources) == Spread("serial")
 
 
 def test_jobs_a_restart_interrupted_are_failed(env: Env) -> None:

@@ -23,6 +23,7 @@ from ppe.service.whatif import (
     check,
     current_spec,
     is_small,
+    job_spread,
     nodes,
     read_references,
 )
@@ -102,6 +103,12 @@ class WhatIfRequest(WhatIfSpec):
     strategy: StrategyName = Field("mean", description="the scheduler's strategy at every point")
     confidence: float = Field(0.95, gt=0, lt=1, description="interval confidence")
     k: float = Field(2.0, gt=0, le=10, description="k of the conservative strategy")
+    executor: Literal["process", "serial", "dask"] = Field(
+        "process",
+        description="where a job's points run, as for replays: a process pool of the server's "
+        "replay workers, one after another in the job's thread, or the server's own Dask "
+        "scheduler (`--dask-scheduler`; else 422). The report is the same on any of them.",
+    )
 
 
 POST_DESCRIPTION = f"""Evaluate a what-if spec (docs/whatif.md) on this service's data.
@@ -112,7 +119,8 @@ a spec with mistakes is a 422 listing every problem with its `field`, `line`, `c
 `reason`, and nothing is queued. A spec of one point with at most {SMALL_NODES} nodes is
 answered at once (200, `status: "done"` and the report); anything larger becomes a job (202
 with its URL; follow it with `GET /whatif/{{id}}`: `done` of `total` points, then the
-report, or `error` when it failed)."""
+report, or `error` when it failed). A job's points run on `executor` (default a process
+pool; `dask` on the server's own scheduler only), the report the same on any."""
 
 
 FiguresQuery = Annotated[
@@ -197,6 +205,11 @@ async def post_whatif(
     resolver = _resolver(request, body.confidence)
 
     whatif, resources = await _checked(request, body.spec, resolver)
+    sv = services_of(request)
+    try:
+        spread = job_spread(sv.settings, body.executor, resources)
+    except ValueError as exc:
+        raise problem(422, str(exc), "executor") from exc
     if is_small(whatif):
 
         def run() -> dict[str, Any]:
@@ -210,10 +223,12 @@ async def post_whatif(
             raise problem(422, str(exc), "spec") from exc
         response.status_code = status.HTTP_200_OK
         return answer
-    sv = services_of(request)
     hide = [Path(d).resolve() for d in sv.settings.trace_dirs]
     job_id = await planning_thread(
-        request, lambda: sv.whatifs.submit(body.spec, whatif, resources, options, hide)
+        request,
+        lambda: sv.whatifs.submit(
+            body.spec, whatif, resources, options, hide, spread, body.executor
+        ),
     )
     total = len(whatif.points)
     return {
