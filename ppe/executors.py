@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import multiprocessing
 import os
+import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
@@ -49,6 +50,17 @@ def one_thread() -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(1)
+
+
+def _start_worker(
+    path: list[str], initializer: Callable[..., None] | None, initargs: tuple[Any, ...]
+) -> None:
+    """A pool process's start: the parent's import path first (a "forkserver" or "spawn"
+    worker starts from the interpreter's own, without what the parent added, such as a test
+    runner's root), then the caller's initializer."""
+    sys.path[:0] = [p for p in path if p not in sys.path]
+    if initializer is not None:
+        initializer(*initargs)
 
 
 def check_executor(executor: str, scheduler_address: str | None) -> None:
@@ -127,7 +139,10 @@ class Executor:
         elif self.kind == "process" and self.count > 1:
             ctx = multiprocessing.get_context(start_method(self.method))
             self._pool = ProcessPoolExecutor(
-                self.count, mp_context=ctx, initializer=self.initializer, initargs=self.initargs
+                self.count,
+                mp_context=ctx,
+                initializer=_start_worker,
+                initargs=(list(sys.path), self.initializer, self.initargs),
             )
         return self
 

@@ -9,6 +9,10 @@ import pytest
 
 from ppe.executors import Executor, check_executor, worker_count
 
+#: The tasks below live in this test module, which pytest imports by path
+#: (``--import-mode=importlib``): only a forked worker, a copy of this process, can find them.
+FORK = "fork"
+
 
 def _slow_square(x: int, pause: float) -> int:
     time.sleep(pause)  # earlier tasks finish later: order must come from positions
@@ -25,7 +29,7 @@ def _fails(x: int) -> int:
 def test_results_come_back_in_task_order(kind: str) -> None:
     args = [(x, 0.2 if x == 0 else 0.0) for x in range(5)]
     progress: list[tuple[int, int]] = []
-    with Executor(kind, 2) as ex:
+    with Executor(kind, 2, method=FORK) as ex:
         out = ex.map(_slow_square, args, lambda d, t: progress.append((d, t)), [3, 1, 1, 1, 1])
         assert ex.local == (kind == "serial")
         assert ex.slots == (1 if kind == "serial" else 2)
@@ -38,7 +42,10 @@ def test_results_come_back_in_task_order(kind: str) -> None:
 def test_one_worker_runs_here_and_a_failure_reaches_the_caller() -> None:
     with Executor("process", 1) as ex:
         assert ex.local
-    with Executor("process", 2) as ex, pytest.raises(ValueError, match="task 2 failed"):
+    with (
+        Executor("process", 2, method=FORK) as ex,
+        pytest.raises(ValueError, match="task 2 failed"),
+    ):
         ex.map(_fails, [(x,) for x in range(4)])
 
 
