@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ppe.apps.sor.numerics import COLOURS, Problem, half_sweep, initial_strip
+from ppe.malloc import keep_heap
 from ppe.pmac import builtin_signature, convolve, profile_from_json, profile_to_json
 from ppe.pmac.convolve import fit_overlap
 from sensors.profile import ProbeConfig, measure_profile
@@ -106,6 +107,7 @@ def main() -> None:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--sizes", default=",".join(map(str, SIZES)))
     args = ap.parse_args()
+    keep_heap()  # as ppe-sor runs (ppe/malloc.py); the forked sharing workers inherit it
     sizes = [int(s) for s in args.sizes.split(",")]
     print(f"load average before: {os.getloadavg()}")
     if args.profile:

@@ -37,7 +37,7 @@ from ppe.service.dashboard import docs, host_data, models_data, whatif_data
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
-from ppe.service.malloc import Trimmer, limit_arenas
+from ppe.service.malloc import ARENAS, Trimmer, limit_arenas
 from ppe.service.metrics import Metrics, MetricsMiddleware
 from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
@@ -75,7 +75,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        limit_arenas()  # before the first request thread: see ppe.service.malloc
+        limit_arenas(ARENAS)  # before the first request thread: see ppe.service.malloc
         anyio.to_thread.current_default_thread_limiter().total_tokens = settings.request_threads
         if settings.migrate_on_start:
             migrate(settings.database_url)

@@ -7,7 +7,8 @@ import threading
 import psutil
 import pytest
 
-from ppe.service.malloc import _glibc, trim
+from ppe.malloc import glibc as _glibc
+from ppe.service.malloc import trim
 
 pytestmark = pytest.mark.skipif(_glibc() is None, reason="the C library is not glibc")
 
