@@ -21,6 +21,7 @@ import httpx
 import numpy as np
 import pytest
 
+from ppe.service.api.whatif import EXAMPLE_SPEC
 from ppe.traces import read_trace
 
 if TYPE_CHECKING:
@@ -397,35 +398,9 @@ def test_dashboard_in_chromium(
 
 # ---- the What-if page ---------------------------------------------------------------------------
 
-WHATIF_SPEC = """title = "browser what-if"
-
-[[nodeset]]
-name = "node"
-number = 4
-floatspeed = "1 Gflop/s"
-load = {kind = "normal", mean = 0.8, std = 0.05}
-
-[[linkset]]
-name = "lan"
-across = "node"
-bandwidth = "1 Gb/s"
-
-[[dataset]]
-name = "grid"
-type = "grid2dim"
-size = 1000
-floatsperunit = 8
-
-[[distribution]]
-name = "strips"
-type = "block1dim"
-dataset = "grid"
-nodeset = "node"
-
-[execution]
-model = "sor"
-iterations = 50
-"""
+WHATIF_SPEC = EXAMPLE_SPEC.replace(
+    'title = "4 nodes at 1 Gflop/s, SOR"', 'title = "browser what-if"'
+)
 WHATIF_TYPO = WHATIF_SPEC.replace("floatspeed =", "floatsped =")  # line 6
 WHATIF_SWEEP = WHATIF_SPEC.replace("number = 4", 'number = "2..32 x2"')  # 5 points: a job
 

@@ -10,40 +10,13 @@ from typing import Any
 
 import pytest
 
+from ppe.service.api.whatif import EXAMPLE_SPEC
 from ppe.service.dashboard.whatif_data import DATA_PATH, EXAMPLES_DIR
 
 from .conftest import ORIGIN, Dash
 from .test_dash_pages import parse
 
-SMALL = """title = "4 nodes"
-
-[[nodeset]]
-name = "node"
-number = 4
-floatspeed = "1 Gflop/s"
-load = {kind = "normal", mean = 0.8, std = 0.05}
-
-[[linkset]]
-name = "lan"
-across = "node"
-bandwidth = "1 Gb/s"
-
-[[dataset]]
-name = "grid"
-type = "grid2dim"
-size = 1000
-floatsperunit = 8
-
-[[distribution]]
-name = "strips"
-type = "block1dim"
-dataset = "grid"
-nodeset = "node"
-
-[execution]
-model = "sor"
-iterations = 50
-"""
+SMALL = EXAMPLE_SPEC.replace('title = "4 nodes at 1 Gflop/s, SOR"', 'title = "4 nodes"')
 
 SWEEP = SMALL.replace("number = 4", 'number = "8..128 x2"')  # five points: a job
 
