@@ -52,6 +52,13 @@ def parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--replan", action=argparse.BooleanOptionalAction, default=True)
     p.add_argument("--pin", action="store_true", help="pin rank r to core r %% cpu count")
+    p.add_argument(
+        "--keep-heap",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="keep the sweep's numpy temporaries in the heap (ppe/malloc.py; default on: "
+        "without it, glibc may fault them in on every pass)",
+    )
     p.add_argument("--trace", help="per-rank JSON-lines event log (FILE.<rank> or {rank} in FILE)")
     p.add_argument("--stall-timeout", type=float, default=120.0, help="s without progress: abort")
     p.add_argument("--verify-max", type=int, default=512, help="compare with one process up to n")
@@ -107,8 +114,9 @@ def say(message: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    keep_heap()  # the sweep's temporaries stay in the heap: no page faults every pass
     args = parser().parse_args(argv)
+    if args.keep_heap:
+        keep_heap()  # the sweep's temporaries stay in the heap: no page faults every pass
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     problem_text = check_args(args)
