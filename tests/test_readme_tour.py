@@ -249,8 +249,13 @@ def test_readme_tour_runs_as_written(
     assert len(outputs) == len(blocks)
 
     answers = json_lines(run.stdout)
-    schedules = {a["app"]: a for a in answers if "allocation" in a and "strategy" in a}
+    planned = [a for a in answers if "allocation" in a and "strategy" in a]
+    schedules = {a["app"]: a for a in planned if "probes" not in a}
     assert set(schedules) == {"sor", "stencil", "jacobi2d"}, run.stdout
+    # the schedule that probed h1 and h2 with the posted signature planned with their speeds
+    (probed,) = [a for a in planned if "probes" in a]
+    assert {(p["host"], p["status"]) for p in probed["probes"]} == {("h1", "ok"), ("h2", "ok")}
+    assert {a["speed"]["source"] for a in probed["allocation"]} == {"probe"}
     for app, n in (("sor", 4000), ("stencil", 2000)):
         rows = {a["host"]: a["rows"] for a in schedules[app]["allocation"]}
         assert set(rows) == {"h1", "h2"} and sum(rows.values()) == n

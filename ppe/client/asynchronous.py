@@ -167,6 +167,51 @@ class AsyncPPEClient:
         """Register a host's properties (operator): ``benchmark``, ``memory_bytes``, ..."""
         return await self._send(calls.put_resource(name, properties))
 
+    async def post_phase_signature(
+        self,
+        name: str,
+        app: str,
+        analysis: Mapping[str, Any],
+        parameters: Mapping[str, Any] | None = None,
+        ranks: int | None = None,
+    ) -> dict[str, Any]:
+        """Store a PAS2P analysis (``ppe.pas2p.report.to_dict``) as ``name``'s next version
+        (operator); ``ranks`` defaults to the analysis'. The answer names the version."""
+        return await self._send(
+            calls.post_phase_signature(name, app, analysis, parameters or {}, ranks)
+        )
+
+    async def phase_signatures(self) -> list[dict[str, Any]]:
+        return await self._send(calls.phase_signatures())
+
+    async def phase_signature(self, name: str, version: int | None = None) -> dict[str, Any]:
+        """A stored PAS2P signature (its newest version, or ``version``) with its analysis."""
+        return await self._send(calls.phase_signature(name, version))
+
+    async def post_phase_probe(
+        self,
+        name: str,
+        host: str,
+        status: str = "ok",
+        *,
+        error: str | None = None,
+        result: Mapping[str, Any] | None = None,
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """Record one run of the signature on a registered host (sensor or operator)."""
+        return await self._send(calls.post_phase_probe(name, host, status, error, result, version))
+
+    async def phase_probes(
+        self,
+        name: str,
+        *,
+        host: str | None = None,
+        version: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The signature's probes, newest first."""
+        return await self._send(calls.phase_probes(name, host, version, limit))
+
     async def request(
         self,
         method: str,

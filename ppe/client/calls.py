@@ -211,6 +211,61 @@ def put_resource(name: str, properties: Mapping[str, Any]) -> Call[dict[str, Any
     return Call("PUT", f"{API}/resources/{segment(name)}", json_body, json=body)
 
 
+def post_phase_signature(
+    name: str,
+    app: str,
+    analysis: Mapping[str, Any],
+    parameters: Mapping[str, Any],
+    ranks: int | None,
+) -> Call[dict[str, Any]]:
+    """Idempotent: the newest version's content again stores nothing (the service's 200)."""
+    body = {
+        "name": name,
+        "app": app,
+        "parameters": dict(parameters),
+        "ranks": analysis.get("ranks") if ranks is None else ranks,
+        "analysis": dict(analysis),
+    }
+    return Call("POST", f"{API}/signatures/phases", json_body, json=body)
+
+
+def phase_signatures() -> Call[list[dict[str, Any]]]:
+    return Call("GET", f"{API}/signatures/phases", json_body)
+
+
+def phase_signature(name: str, version: int | None) -> Call[dict[str, Any]]:
+    params = _query(version=version)
+    return Call("GET", f"{API}/signatures/phases/{segment(name)}", json_body, params=params)
+
+
+def post_phase_probe(
+    name: str,
+    host: str,
+    status: str,
+    error: str | None,
+    result: Mapping[str, Any] | None,
+    version: int | None,
+) -> Call[dict[str, Any]]:
+    """Not idempotent: every post is one more probe."""
+    body: dict[str, Any] = {"host": host, "status": status}
+    if error is not None:
+        body["error"] = error
+    if result is not None:
+        body["result"] = dict(result)
+    if version is not None:
+        body["version"] = version
+    path = f"{API}/signatures/phases/{segment(name)}/probes"
+    return Call("POST", path, json_body, json=body, idempotent=False)
+
+
+def phase_probes(
+    name: str, host: str | None, version: int | None, limit: int | None
+) -> Call[list[dict[str, Any]]]:
+    params = _query(host=host, version=version, limit=limit)
+    path = f"{API}/signatures/phases/{segment(name)}/probes"
+    return Call("GET", path, json_body, params=params)
+
+
 def raw(
     method: str,
     path: str,

@@ -166,6 +166,49 @@ class PPEClient:
         """Register a host's properties (operator): ``benchmark``, ``memory_bytes``, ..."""
         return self._send(calls.put_resource(name, properties))
 
+    def post_phase_signature(
+        self,
+        name: str,
+        app: str,
+        analysis: Mapping[str, Any],
+        parameters: Mapping[str, Any] | None = None,
+        ranks: int | None = None,
+    ) -> dict[str, Any]:
+        """Store a PAS2P analysis (``ppe.pas2p.report.to_dict``) as ``name``'s next version
+        (operator); ``ranks`` defaults to the analysis'. The answer names the version."""
+        return self._send(calls.post_phase_signature(name, app, analysis, parameters or {}, ranks))
+
+    def phase_signatures(self) -> list[dict[str, Any]]:
+        return self._send(calls.phase_signatures())
+
+    def phase_signature(self, name: str, version: int | None = None) -> dict[str, Any]:
+        """A stored PAS2P signature (its newest version, or ``version``) with its analysis."""
+        return self._send(calls.phase_signature(name, version))
+
+    def post_phase_probe(
+        self,
+        name: str,
+        host: str,
+        status: str = "ok",
+        *,
+        error: str | None = None,
+        result: Mapping[str, Any] | None = None,
+        version: int | None = None,
+    ) -> dict[str, Any]:
+        """Record one run of the signature on a registered host (sensor or operator)."""
+        return self._send(calls.post_phase_probe(name, host, status, error, result, version))
+
+    def phase_probes(
+        self,
+        name: str,
+        *,
+        host: str | None = None,
+        version: int | None = None,
+        limit: int | None = None,
+    ) -> list[dict[str, Any]]:
+        """The signature's probes, newest first."""
+        return self._send(calls.phase_probes(name, host, version, limit))
+
     def request(
         self,
         method: str,

@@ -1,7 +1,7 @@
 """Reading traces into :class:`Event` lists: ppe-sor's JSON lines and OTF2 archives.
 
 The only I/O of ppe.pas2p. ppe-sor writes one file per rank (``FILE.<rank>``, see
-ppe/apps/sor/trace.py): one JSON object a line with rank, kind, peer, bytes, tag, start, end
+ppe/apps/trace.py): one JSON object a line with rank, kind, peer, bytes, tag, start, end
 (unix seconds). Files may be gzipped (``.gz``). OTF2 archives (Score-P's format) are read with
 the ``otf2`` package: MPI point-to-point events become sends and receives (the enclosing MPI
 region, when there is one, gives their interval), collective begin/end pairs become

@@ -44,6 +44,7 @@ class Occurrence:
     end: float
     events: int
     spans: dict[int, tuple[float, float]]  # rank -> (first start, last end), seconds from run start
+    step: int = -1  # the anchor rank's compute burst it starts at (0-based); -1: before the first
 
     @property
     def time(self) -> float:
@@ -60,6 +61,15 @@ class Phase:
     first: int = 0  # index of the first occurrence
     first_tick: int = 0
     first_time: float = 0.0
+    first_step: int = -1  # the anchor burst its first occurrence starts at (-1: the set-up)
+    steps: list[int] = field(default_factory=list)  # each occurrence's step, as ``times``
+
+    @property
+    def typical_step(self) -> int:
+        """The step of the occurrence whose time is the median's (the earlier of two), the one a
+        signature run executes: the first occurrence is often a cold start."""
+        order = sorted(range(len(self.times)), key=lambda i: (self.times[i], i))
+        return self.steps[order[(len(order) - 1) // 2]]
 
     @property
     def weight(self) -> int:
@@ -157,18 +167,21 @@ def signature(trace: LogicalTrace, keep: float = 0.99, tolerance: float = 0.5) -
         phase = phase_of.get(label[j])
         if phase is None:
             phase = Phase(len(phases), key, len(idx), [0.0] * len(volume), [], len(occurrences))
-            phase.first_tick, phase.first_time = tick_lo, start
+            phase.first_tick, phase.first_time, phase.first_step = tick_lo, start, j - 1
             phases.append(phase)
             phase_of[label[j]] = phase
         n = phase.weight
         phase.volume = [(m * n + v) / (n + 1) for m, v in zip(phase.volume, volume, strict=True)]
         phase.times.append(end - start)
+        phase.steps.append(j - 1)
         spans: dict[int, tuple[float, float]] = {}
         for i in idx:
             e = events[i]
             lo, hi = spans.get(e.rank, (math.inf, -math.inf))
             spans[e.rank] = (min(lo, e.start - t0), max(hi, e.end - t0))
-        occurrences.append(Occurrence(phase.id, tick_lo, tick_hi, start, end, len(idx), spans))
+        occurrences.append(
+            Occurrence(phase.id, tick_lo, tick_hi, start, end, len(idx), spans, j - 1)
+        )
     total = t1 - t0
     order = sorted(phases, key=lambda p: (-p.total, p.id))
     kept: list[int] = []

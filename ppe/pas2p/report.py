@@ -49,7 +49,13 @@ def _phase(sig: Signature, p: Phase) -> dict[str, Any]:
         "sd_s": p.sd,
         "share": sig.share(p),
         "compute_s": p.volume,
-        "first": {"occurrence": p.first, "tick": p.first_tick, "time_s": p.first_time},
+        "first": {
+            "occurrence": p.first,
+            "tick": p.first_tick,
+            "time_s": p.first_time,
+            "step": p.first_step,
+        },
+        "step": p.typical_step,
         "kept": p.id in sig.kept,
     }
 

@@ -22,6 +22,7 @@ from ppe.service.api import (
     health,
     measurements,
     models,
+    phase_signatures,
     pmac,
     predictions,
     replays,
@@ -33,7 +34,7 @@ from ppe.service.api import (
     whatif,
 )
 from ppe.service.config import Settings
-from ppe.service.dashboard import docs, host_data, models_data, whatif_data
+from ppe.service.dashboard import docs, host_data, models_data, signatures_data, whatif_data
 from ppe.service.dashboard import routes as dashboard
 from ppe.service.deps import Services, services_of
 from ppe.service.forecasts import ForecastCache
@@ -141,6 +142,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         empirical,
         templates,
         groups,
+        phase_signatures,  # before pmac: /signatures/{name} would take /signatures/phases
         pmac,
         accuracy,
         whatif,
@@ -152,6 +154,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     app.include_router(models_data.router)
     app.include_router(whatif_data.router)
     app.include_router(host_data.router)
+    app.include_router(signatures_data.router)
     app.include_router(docs.router)
     app.mount(dashboard.STATIC_PATH, dashboard.static_files(), name="dashboard-static")
     app.mount(docs.ASSETS_PATH, docs.asset_files(), name="docs-assets")

@@ -158,6 +158,11 @@ class Settings:
     # Its score: "ratio" (|log(actual / mean)|) or "scaled" (over the model's own log
     # half-width; narrower where the model is sure, docs/runs.md "Recalibrated intervals").
     recalibration_score: str = "ratio"
+    # Signature probes (``"probe": "signature"``, ppe.service.probes): the command that starts
+    # one rank on a host (``{host}`` replaced; a cluster: ``mpiexec -n 1 -host {host}``) and
+    # the seconds a probe may take before the host is left unprobed.
+    probe_launcher: str = "mpiexec -n 1"
+    probe_timeout_s: int = 120
     # What the store keeps, and how often each server trims it (store.retention).
     retention: RetentionPolicy = field(default_factory=RetentionPolicy)
 
@@ -175,6 +180,7 @@ class Settings:
             planning_threads=int(os.environ.get("PPE_PLANNING_THREADS", "2")),
             dask_scheduler=os.environ.get("PPE_DASK_SCHEDULER") or None,
             recalibration_score=recalibration_score_from_env(),
+            probe_launcher=os.environ.get("PPE_PROBE_LAUNCHER", "").strip() or "mpiexec -n 1",
             **{
                 name: int(os.environ[env])
                 for name, env in _INT_ENV.items()
@@ -195,6 +201,7 @@ def recalibration_score_from_env() -> str:
 
 #: Integer settings read from the environment when set (else the defaults above).
 _INT_ENV = {
+    "probe_timeout_s": "PPE_PROBE_TIMEOUT_S",
     "forecast_series": "PPE_FORECAST_SERIES",
     "replay_max_workers": "PPE_REPLAY_MAX_WORKERS",
     "max_upload_bytes": "PPE_MAX_UPLOAD_BYTES",

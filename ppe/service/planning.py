@@ -285,16 +285,23 @@ def host_speeds(
     needs_benchmark: bool,
     profiled: Mapping[str, Speed],
     why_no_profile: str = "",
+    probed: Mapping[str, Speed] | None = None,
 ) -> dict[str, Speed]:
     """Each host's speed and its source (``ppe.service.speeds``); a model that reads no
-    benchmark, such as an empirical strip model, gets the one given or 1.0, never read."""
+    benchmark, such as an empirical strip model, gets the one given or 1.0, never read. A
+    signature probe's speed (``probed``) comes before all but the request's."""
+    probed = probed or {}
     out: dict[str, Speed] = {}
     for s in specs:
         if not needs_benchmark:
             given = s.benchmark or idx.properties.get(s.name, {}).get("benchmark") or 1.0
             out[s.name] = Speed(float(given), "unused")
             continue
-        speed = measured_speed(s, idx) or profiled.get(s.name)
+        speed = (
+            (probed.get(s.name) if s.benchmark is None else None)
+            or measured_speed(s, idx)
+            or profiled.get(s.name)
+        )
         if speed is None:
             raise no_benchmark(s, idx, why_no_profile or "it has none")
         out[s.name] = speed
@@ -500,6 +507,7 @@ def prepare(
     default_bandwidth: float,
     default_latency: float,
     bandwidth_given: bool = False,
+    probed: Mapping[str, Speed] | None = None,
 ) -> Prepared:
     """What a schedule and a prediction both start from: the hosts (no repeats; see
     `host_specs`), the model (a name, or `grammar` text), the hosts' series and forecasts.
@@ -530,7 +538,7 @@ def prepare(
     )
     system, figure_notes = profile_figures(session, idx, names, resolved.model.profile_names())
     release(session)
-    speeds = host_speeds(specs, idx, needs_benchmark, profiled, why)
+    speeds = host_speeds(specs, idx, needs_benchmark, profiled, why, probed)
     forecasts_for = StoreForecasts(
         cache,
         idx,
@@ -691,9 +699,11 @@ def schedule(
     cache: ForecastCache,
     index: IndexCache,
     memo: PlanMemo,
+    probed: Mapping[str, Speed] | None = None,
 ) -> Answer:
     """The request's schedule, memoised on the data its forecasts come from (`PlanMemo`):
-    repeat requests between two sensor reports cost a look-up."""
+    repeat requests between two sensor reports cost a look-up. ``probed``: speeds from
+    signature probes (``ppe.service.probing``)."""
     check_schedule(body)
     inputs = prepare(
         session,
@@ -709,6 +719,7 @@ def schedule(
         default_bandwidth=body.bandwidth,
         default_latency=body.latency,
         bandwidth_given="bandwidth" in body.model_fields_set,
+        probed=probed,
     )
     version = inputs.forecasts_for.data_version()
     key = (

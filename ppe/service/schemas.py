@@ -421,6 +421,18 @@ class ScheduleRequest(BaseModel):
     at: Timestamp | None = Field(default=None, description="plan as of this unix time")
     select: bool = Field(default=False, description="choose the subset and chain order (AppLeS)")
     params: Params = Field(default_factory=dict)
+    probe: Literal["signature"] | None = Field(
+        default=None,
+        description="run a stored PAS2P signature on each host without a benchmark in the "
+        "request and plan with the speed it measures (docs/pas2p.md, Probes)",
+    )
+    probe_signature: ModelName | None = Field(
+        default=None,
+        description="the phase signature to probe with (default: the newest of the app's)",
+    )
+    probe_max_age_s: Annotated[float, Field(ge=0, le=MAX_DURATION_S, allow_inf_nan=False)] = Field(
+        default=600.0, description="reuse a host's probe this recent (0: probe anew)"
+    )
     replan_every_s: Duration | None = Field(
         default=None,
         description="the run checks its progress this often and asks again when behind: "

@@ -2,6 +2,7 @@
 comes from when a request plans or predicts, in order of trust:
 
 1. ``request``: the request gives it;
+   ``probe``: a signature probe the request asked for measured it (``ppe.service.probing``);
 2. ``registered``: the host's properties (``PUT /api/v1/resources/{name}``);
 3. ``calibrated``: the application's own reported runs on the host (``ppe.service.calibration``);
 4. ``profile``: the PMaC convolution of the host's newest machine profile with the model's
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 from ppe.pmac import Signature, convolve
 from ppe.service.store.pmac import StoredProfile
 
-SOURCES = ("request", "registered", "calibrated", "profile", "unused")
+SOURCES = ("request", "probe", "registered", "calibrated", "profile", "unused")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,17 @@ from ppe.service.app import create_app
 from ppe.service.config import Settings
 from ppe.service.dashboard import routes
 
-PAGES = ["/", "/hosts/h1", "/playground", "/replays", "/replays/7", "/runs", "/models", "/whatif"]
+PAGES = [
+    "/",
+    "/hosts/h1",
+    "/playground",
+    "/replays",
+    "/replays/7",
+    "/runs",
+    "/models",
+    "/whatif",
+    "/signatures",
+]
 STATIC_FILES = sorted(p for p in routes.STATIC_DIR.iterdir() if p.is_file())
 TEMPLATES = sorted((Path(routes.__file__).parent / "templates").glob("*.html"))
 # An http(s) URL, or a scheme-relative one ("//host/..."), anywhere in a text.

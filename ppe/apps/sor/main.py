@@ -11,14 +11,31 @@ from pathlib import Path
 
 from mpi4py import MPI
 
+from ppe.apps.guard import one_blas_thread, pin_to_core
+from ppe.apps.signature import (
+    StepTimes,
+    add_signature_options,
+    check_signature_options,
+    load_signature,
+    signature_result,
+    timed_mean,
+)
 from ppe.apps.sor import report
 from ppe.apps.sor.halo import halo_report
 from ppe.apps.sor.numerics import Problem
 from ppe.apps.sor.planner import BLOCK, Planner
-from ppe.apps.sor.runner import Options, Outcome, Progress, RankStats, RunFailed, pin_to_core, run
-from ppe.apps.sor.trace import now
+from ppe.apps.sor.runner import (
+    Options,
+    Outcome,
+    Progress,
+    RankStats,
+    RunFailed,
+    run,
+)
+from ppe.apps.trace import now
 from ppe.client import PPEClient, PPEError
 from ppe.malloc import keep_heap
+from ppe.pas2p.execution import ExecutionPlan, SignatureFileError
 
 EXIT_BAD_INPUT, EXIT_MISMATCH, EXIT_REPORT = 2, 1, 4
 
@@ -60,6 +77,13 @@ def parser() -> argparse.ArgumentParser:
         "without it, glibc may fault them in on every pass)",
     )
     p.add_argument("--trace", help="per-rank JSON-lines event log (FILE.<rank> or {rank} in FILE)")
+    add_signature_options(p)
+    p.add_argument(
+        "--rows",
+        type=int,
+        help="with --signature: every rank holds this many rows of the n-column grid "
+        "(a probe of one host's strip; default: the schedule's strips)",
+    )
     p.add_argument("--stall-timeout", type=float, default=120.0, help="s without progress: abort")
     p.add_argument("--verify-max", type=int, default=512, help="compare with one process up to n")
     p.add_argument("--http-timeout", type=float, default=10.0, help="s per request to the server")
@@ -78,6 +102,10 @@ def check_args(args: argparse.Namespace) -> str | None:
         return "--slack must be at least -1"
     if args.tolerance is not None and not args.tolerance > 0:
         return "--tolerance must be positive"
+    if args.rows is not None and (args.signature is None or args.rows < 1):
+        return "--rows goes with --signature and must be at least 1"
+    if (signature_problem := check_signature_options(args)) is not None:
+        return signature_problem
     if args.token_file is not None and not args.offline and not args.token_file.is_file():
         return f"--token-file {args.token_file}: no such file"
     return None
@@ -117,6 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser().parse_args(argv)
     if args.keep_heap:
         keep_heap()  # the sweep's temporaries stay in the heap: no page faults every pass
+    one_blas_thread()
     comm = MPI.COMM_WORLD
     rank = comm.Get_rank()
     problem_text = check_args(args)
@@ -124,7 +153,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if problem_text is not None:
             raise RunFailed(problem_text)
         hosts = host_names(comm, args.hosts)
-    except RunFailed as exc:
+        plan = None
+        if args.signature is not None:
+            plan = load_signature(args.signature, args.repeats, args.warmup)
+    except (RunFailed, SignatureFileError) as exc:
         if rank == 0:
             say(str(exc))
         return EXIT_BAD_INPUT
@@ -140,6 +172,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         stall_timeout_s=args.stall_timeout,
         verify_max=args.verify_max,
         trace=args.trace,
+        rows=args.rows,
     )
     setup = report.RunSetup(
         args.n, args.iterations, hosts, args.strategy, args.k, args.omega, args.tolerance
@@ -163,6 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     def on_failure(message: str) -> None:
         post_failed(client, setup, progress, stats, message)
 
+    if plan is not None:
+        return run_signature(comm, opts, stats, progress, planner, plan, hosts, args)
     try:
         outcome = run(comm, opts, stats, progress, planner, on_failure if rank == 0 else None)
     except RunFailed as exc:  # every rank raises it together: nothing ran
@@ -180,7 +215,47 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     if outcome is None:
         return 0
+    assert isinstance(outcome, Outcome)
     return finish(client, setup, outcome)
+
+
+def run_signature(
+    comm: MPI.Comm,
+    opts: Options,
+    stats: RankStats,
+    progress: Progress,
+    planner: Planner | None,
+    plan: ExecutionPlan,
+    hosts: list[str],
+    args: argparse.Namespace,
+) -> int:
+    """Run the signature's steps; rank 0 prints the predicted full run and each rank's
+    measured speed (seconds per element update, as ``--benchmark`` takes it)."""
+    steps = [step for _, step in plan.schedule()]
+    try:
+        times = run(comm, opts, stats, progress, planner, steps=steps)
+    except RunFailed as exc:
+        if comm.Get_rank() == 0:
+            say(str(exc))
+        return EXIT_BAD_INPUT
+    if times is None:
+        return 0
+    assert isinstance(times, StepTimes)
+    ranks = []
+    for r, (rows, compute) in enumerate(zip(times.split, times.compute_s, strict=True)):
+        per_half = timed_mean(plan, compute) or 0.0
+        ranks.append(
+            {
+                "rank": r,
+                "host": hosts[r],
+                "rows": rows,
+                "half_sweep_s": per_half,
+                "benchmark": 2 * per_half / (rows * args.n) if rows else None,
+            }
+        )
+    out = {**signature_result(plan, times, args.signature), "ranks": ranks}
+    print(json.dumps(out), flush=True)
+    return 0
 
 
 def post_failed(

@@ -7,12 +7,8 @@ in the check and in any migration that follows).
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
 import sys
-import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from time import perf_counter
@@ -21,6 +17,8 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
+from ppe.apps.guard import Watchdog, watch_signals
+from ppe.apps.signature import StepTimes, step_times
 from ppe.apps.sor.numerics import (
     COLOURS,
     Grid,
@@ -34,9 +32,10 @@ from ppe.apps.sor.numerics import (
 )
 from ppe.apps.sor.partition import assemble, firsts, transfers
 from ppe.apps.sor.planner import Plan, Planner, Replan, behind
-from ppe.apps.sor.trace import Tracer, now
+from ppe.apps.trace import Tracer, now
 
 TAG_UP, TAG_DOWN, TAG_MOVE = 11, 12, 13
+TAGS = (TAG_UP, TAG_DOWN)
 
 
 @dataclass(frozen=True)
@@ -51,6 +50,7 @@ class Options:
     stall_timeout_s: float = 120.0
     verify_max: int = 512
     trace: str | None = None
+    rows: int | None = None  # signature runs only: every rank holds this many rows (a probe)
 
 
 @dataclass
@@ -100,66 +100,6 @@ class RunFailed(RuntimeError):
     """The run cannot go on (a schedule that does not fit, an unreachable server...)."""
 
 
-class Watchdog:
-    """Calls ``on_stall`` when no step completes for ``timeout_s`` (a dead or hung peer leaves
-    the others blocked inside MPI, where nothing else can notice)."""
-
-    def __init__(self, timeout_s: float, on_stall: Callable[[float], None]) -> None:
-        self.timeout_s = timeout_s
-        self._on_stall = on_stall
-        self._last = now()
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._watch, name="sor-watchdog", daemon=True)
-        self._thread.start()
-
-    def tick(self) -> None:
-        self._last = now()
-
-    def stop(self) -> None:
-        self._done.set()
-
-    def _watch(self) -> None:
-        while not self._done.wait(min(1.0, self.timeout_s / 4)):
-            idle = now() - self._last
-            if idle > self.timeout_s:
-                self._on_stall(idle)
-                return
-
-
-#: Signals a launcher or a user stops a job with (mpiexec.gforker sends SIGINT to the
-#: survivors when a rank dies; hydra's SIGKILL cannot be caught).
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGQUIT, signal.SIGHUP)
-
-
-def watch_signals(on_signal: Callable[[str], None]) -> None:
-    """Call ``on_signal`` from a thread as soon as a stop signal arrives, then exit.
-
-    The main thread may sit inside an MPI call that never returns (its Python handlers would
-    never run), so the C-level handler's wakeup fd wakes a thread instead.
-    """
-    reader, writer = socket.socketpair()
-    writer.setblocking(False)
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: None)
-    signal.set_wakeup_fd(writer.fileno(), warn_on_full_buffer=False)
-
-    def wait() -> None:
-        got = reader.recv(1)  # the writer lives as long as this thread (it is referenced here)
-        if got and writer.fileno() >= 0:
-            on_signal(signal.Signals(got[0]).name)
-            os._exit(128 + got[0])
-
-    threading.Thread(target=wait, name="sor-signals", daemon=True).start()
-
-
-def pin_to_core(rank: int) -> int:
-    """Pin this process to core ``rank % cpu_count`` of the cores it may use."""
-    cores = sorted(os.sched_getaffinity(0))
-    core = cores[rank % len(cores)]
-    os.sched_setaffinity(0, {core})
-    return core
-
-
 class Rank:
     """One rank's strip and its neighbours."""
 
@@ -193,15 +133,7 @@ class Rank:
             if src != MPI.PROC_NULL:
                 self.stats.halo_s.setdefault(src, []).append(seconds)
                 self.stats.halo_bytes[src] = row
-        if self.tracer.on:
-            for (a, b), dest, src, tag in (
-                ((t0, t1), self.up, self.down, TAG_UP),
-                ((t1, t2), self.down, self.up, TAG_DOWN),
-            ):
-                if dest != MPI.PROC_NULL:
-                    self.tracer.event("send", a, b, dest, row, tag)
-                if src != MPI.PROC_NULL:
-                    self.tracer.event("recv", a, b, src, row, tag)
+        self.tracer.halo_swap((t0, t1, t2), self.up, self.down, row, TAGS, MPI.PROC_NULL)
         self.tick()
         return t2 - t0
 
@@ -222,13 +154,18 @@ class Rank:
     def iterate(self) -> None:
         t_start = now()
         for colour in COLOURS:
-            t0 = now()
-            half_sweep(self.u, self.first, colour, self.opts.problem)
-            t1 = now()
-            self.tracer.event("compute", t0, t1)
-            self.stats.compute_s += t1 - t0
-            self.stats.comm_s += self.exchange()
+            self.half(colour)
         self.stats.iter_s.append(now() - t_start)
+
+    def half(self, colour: int) -> float:
+        """One half-sweep (a compute burst) and its halo exchange; returns the burst's seconds."""
+        t0 = now()
+        half_sweep(self.u, self.first, colour, self.opts.problem)
+        t1 = now()
+        self.tracer.event("compute", t0, t1)
+        self.stats.compute_s += t1 - t0
+        self.stats.comm_s += self.exchange()
+        return t1 - t0
 
     def residual(self) -> float:
         total = self.collective(
@@ -292,10 +229,12 @@ def run(
     progress: Progress,
     planner: Planner | None = None,
     on_failure: Callable[[str], None] | None = None,
-) -> Outcome | None:
+    steps: Sequence[int] | None = None,
+) -> Outcome | StepTimes | None:
     """Run the solver on every rank; rank 0 (which alone has ``planner`` and ``on_failure``)
     gets the :class:`Outcome`, the others None. ``progress`` is filled as the run goes. A
-    stall calls ``on_failure`` on rank 0 and then aborts the whole job."""
+    stall calls ``on_failure`` on rank 0 and then aborts the whole job. With ``steps``, run
+    only those half-sweeps (a PAS2P signature, docs/pas2p.md) and get :class:`StepTimes`."""
     rank = comm.Get_rank()
     with Tracer(opts.trace, rank) as tracer:
         me = Rank(comm, opts, tracer, stats)
@@ -318,6 +257,8 @@ def run(
         timeout = opts.stall_timeout_s * (1 if rank == 0 else 2)
         me.watchdog = Watchdog(timeout, stalled)
         try:
+            if steps is not None:
+                return _run_steps(me, opts, planner, steps)
             return _run(me, opts, planner, progress)
         finally:
             me.watchdog.stop()
@@ -413,6 +354,40 @@ def _run(me: Rank, opts: Options, planner: Planner | None, progress: Progress) -
     if rank != 0:
         return None
     return Outcome(progress, total, residual, digest, ok, ranks)
+
+
+def _run_steps(
+    me: Rank, opts: Options, planner: Planner | None, steps: Sequence[int]
+) -> StepTimes | None:
+    """The set-up as in a full run, then each half-sweep ``k`` of ``steps`` (0-based: colour
+    ``k % 2`` of iteration ``k // 2 + 1``) with what the full run does right after it: the
+    residual check where it falls, the closing collectives after the last one. The data do not
+    matter to the time, so any half-sweep can run in any order, as often as asked."""
+    comm = me.comm
+    last = 2 * opts.iterations - 1
+    if any(not 0 <= k <= last for k in steps):
+        raise RunFailed(f"the signature's steps must be half-sweeps 0..{last} (--iterations)")
+    if opts.rows is not None and opts.rows * me.size > opts.problem.n:
+        raise RunFailed(f"--rows {opts.rows} x {me.size} ranks is more than the {opts.problem.n}")
+    started = now()
+    plan = _first_plan(me, planner)
+    split = list(plan.split) if opts.rows is None else [opts.rows] * me.size
+    me.place(split)
+    me.collective(comm.Barrier)
+    marks: list[float] = []
+    compute: list[float] = []
+    for k in steps:
+        marks.append(now())
+        compute.append(me.half(COLOURS[k % 2]))
+        done = k // 2 + 1
+        if k % 2 == 1 and opts.tolerance is not None and done % opts.residual_every == 0:
+            me.residual()
+        if k == last:
+            me.collective(comm.Barrier)
+            me.residual()
+            me.collective(lambda: comm.gather(me.stats, root=0))
+    marks.append(now())
+    return step_times(comm, me.collective, started, marks, compute, split)
 
 
 def _verify(me: Rank, opts: Options, done: int) -> tuple[str | None, bool | None]:

@@ -35,6 +35,8 @@ from ppe.service.store.models import HostProfile
 router = APIRouter(tags=["pmac"], route_class=ProblemRoute, responses=ROUTER_RESPONSES)
 Version = Annotated[int | None, Query(ge=0, le=2**31 - 1)]
 SignaturePath = Annotated[ModelName, Path(examples=["sor"])]
+#: Not a signature's name: the path of the PAS2P signatures' routes (api/phase_signatures.py).
+RESERVED_NAME = "phases"
 
 
 def _strings(value: Any) -> Iterator[str]:
@@ -177,6 +179,11 @@ def post_signature(
             raise SignatureError(
                 f"signature name {sig.name!r}: a letter, then letters, digits, _ or -; "
                 "at most 128 (it names the model it describes)"
+            )
+        if sig.name == RESERVED_NAME:
+            raise SignatureError(
+                f"signature name {sig.name!r} is reserved: /api/v1/signatures/{RESERVED_NAME} "
+                "holds PAS2P phase signatures (docs/pas2p.md)"
             )
         row, created = store.save_signature(session, sig, body.toml)
     except SignatureError as exc:

@@ -34,6 +34,7 @@ from ppe.service.forecasts import ForecastCache
 from ppe.service.metrics import Metrics
 from ppe.service.plan_memo import PlanMemo
 from ppe.service.planning import IndexCache
+from ppe.service.probing import Probed, probe_hosts
 from ppe.service.recalibration import RecalibrationPolicy, serve
 from ppe.service.responses import json_response
 from ppe.service.schemas import IdPath, ScheduleRequest
@@ -72,7 +73,8 @@ def _serve_schedule(
     """Plan, widen the interval by the application's reported runs, log what is served, and
     answer (in a planning thread). The memo keeps the model's answer: new runs count at once."""
     with domain_errors():
-        answer = planning.schedule(body, session, forecasts, index, memo)
+        probed = probe_hosts(body, session, settings) if body.probe == "signature" else Probed()
+        answer = planning.schedule(body, session, forecasts, index, memo, probed.speeds)
     policy = RecalibrationPolicy.from_settings(settings)
     makespan, notes = serve(
         session, body.app, body.strategy, answer.makespan, body.confidence, body.at, policy
@@ -86,8 +88,10 @@ def _serve_schedule(
         "rounds": answer.rounds,
         "engine": answer.engine,
         "inputs": planning.inputs_report(answer.inputs, body.confidence, body.at),
-        "warnings": [*answer.warnings, *notes],
+        "warnings": [*answer.warnings, *probed.notes, *notes],
     }
+    if body.probe is not None:
+        response["probes"] = probed.report
     if answer.replan is not None:
         response["replan"] = answer.replan
     log = ServedLog(kind="schedule", request=body.model_dump(mode="json"), response=response)

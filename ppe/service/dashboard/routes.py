@@ -1,5 +1,5 @@
 """Dashboard pages at `/`: login, overview, host, schedule playground, replays, runs, models,
-what-if.
+what-if, signatures.
 
 The pages are Jinja2 templates that carry no data of their own: their plain JavaScript fetches the
 same `/api/v1` JSON that applications get, authenticated by the HttpOnly `ppe_token` cookie set at
@@ -41,6 +41,7 @@ from ppe.service.auth import (
 )
 from ppe.service.dashboard.host_data import DATA_PATH as HORIZON_CALIBRATION_PATH
 from ppe.service.dashboard.models_data import DATA_PATH as MODELS_DATA_PATH
+from ppe.service.dashboard.signatures_data import DATA_PATH as SIGNATURES_DATA_PATH
 from ppe.service.dashboard.whatif_data import DATA_PATH as WHATIF_EXAMPLES_PATH
 from ppe.service.store.tokens import article
 from scheduler import STRATEGIES
@@ -194,6 +195,19 @@ def whatif(request: Request) -> Response:
 def runs(request: Request) -> Response:
     """Reported runs against their served intervals, and the live accuracy per strategy."""
     return _page(request, "runs.html", page="runs", title="Runs")
+
+
+@router.api_route("/signatures", methods=PAGE_METHODS, response_class=HTMLResponse)
+def signatures(request: Request) -> Response:
+    """Stored PAS2P phase signatures, their phases and the probes run with them (``?name=``
+    opens one; data from ppe.service.dashboard.signatures_data)."""
+    return _page(
+        request,
+        "signatures.html",
+        page="signatures",
+        title="Signatures",
+        data_path=SIGNATURES_DATA_PATH,
+    )
 
 
 def _login_page(

@@ -124,6 +124,11 @@ def _update_summaries(session: Session, new: Sequence[Any]) -> None:
     )
 
 
+def resource_id(session: Session, host: str) -> int | None:
+    """The id of the resource named ``host``, None when it was never registered."""
+    return session.execute(select(Resource.id).where(Resource.name == host)).scalar_one_or_none()
+
+
 def find_series(session: Session, resource: str, metric: str, peer: str = "") -> int | None:
     row = session.execute(
         select(Series.id)

@@ -298,3 +298,35 @@ class StoredSignature(Base):
     version: Mapped[int] = mapped_column(Integer)
     text: Mapped[str] = mapped_column(Text)
     created_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class PhaseSignature(Base):
+    """A PAS2P signature of a traced MPI run (``ppe pas2p analyze``; docs/pas2p.md): the
+    analysis as ``ppe.pas2p.report.to_dict`` gives it, with the application and the run's
+    parameters it was traced at; versioned by name like PMaC signatures."""
+
+    __tablename__ = "phase_signatures"
+    __table_args__ = (UniqueConstraint("name", "version", name="uq_phase_signatures_name_version"),)
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    name: Mapped[str] = mapped_column(String(128))
+    version: Mapped[int] = mapped_column(Integer)
+    app: Mapped[str] = mapped_column(String(128))
+    parameters: Mapped[dict[str, Any]] = mapped_column()
+    ranks: Mapped[int] = mapped_column(Integer)
+    analysis: Mapped[dict[str, Any]] = mapped_column()
+    created_at: Mapped[float] = mapped_column(Float, default=_now)
+
+
+class PhaseProbe(Base):
+    """One run of a stored PAS2P signature on a host: ``ok`` with what it measured
+    (``result``, free-form), or ``failed`` with why (``error``)."""
+
+    __tablename__ = "phase_probes"
+    __table_args__ = (Index("ix_phase_probes_signature_id", "signature_id", "id"),)
+    id: Mapped[int] = mapped_column(IdType, primary_key=True, autoincrement=True)
+    signature_id: Mapped[int] = mapped_column(ForeignKey("phase_signatures.id", ondelete="CASCADE"))
+    resource_id: Mapped[int] = mapped_column(ForeignKey("resources.id", ondelete="CASCADE"))
+    status: Mapped[str] = mapped_column(String(16))
+    error: Mapped[str] = mapped_column(Text, default="")
+    result: Mapped[dict[str, Any] | None] = mapped_column(JSON, nullable=True, default=None)
+    created_at: Mapped[float] = mapped_column(Float, default=_now)

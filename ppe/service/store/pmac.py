@@ -17,7 +17,7 @@ from sqlalchemy.orm import InstrumentedAttribute, Session
 
 from ppe.pmac import MachineProfile, Signature, profile_from_dict, profile_to_dict
 from ppe.pmac.signature import BUILTIN, builtin_signature_text
-from ppe.service.store.measurements import ensure_resources
+from ppe.service.store.measurements import ensure_resources, resource_id
 from ppe.service.store.models import HostProfile, Resource, StoredSignature
 
 
@@ -64,10 +64,6 @@ def _profiles(session: Session, resource_id: int) -> Select[Any]:
         .where(HostProfile.resource_id == resource_id)
         .order_by(HostProfile.version.desc())
     )
-
-
-def resource_id(session: Session, host: str) -> int | None:
-    return session.execute(select(Resource.id).where(Resource.name == host)).scalar_one_or_none()
 
 
 def profile_versions(session: Session, host: str) -> list[HostProfile] | None:

@@ -52,6 +52,30 @@ class Tracer:
         }
         self._out.write(json.dumps(item) + "\n")
 
+    def halo_swap(
+        self,
+        times: tuple[float, float, float],
+        up: int,
+        down: int,
+        nbytes: int,
+        tags: tuple[int, int],
+        none: int,
+    ) -> None:
+        """A halo exchange's two Sendrecv calls: the edge row up (``tags[0]``) while the one
+        from below arrives, over ``times[0:2]``; then down (``tags[1]``) while the one from
+        above arrives. ``none`` (MPI's ``PROC_NULL``) for a neighbour the strip lacks."""
+        if self._out is None:
+            return
+        t0, t1, t2 = times
+        for (a, b), dest, src, tag in (
+            ((t0, t1), up, down, tags[0]),
+            ((t1, t2), down, up, tags[1]),
+        ):
+            if dest != none:
+                self.event("send", a, b, dest, nbytes, tag)
+            if src != none:
+                self.event("recv", a, b, src, nbytes, tag)
+
     def close(self) -> None:
         if self._out is not None:
             self._out.close()

@@ -1,0 +1,123 @@
+"""Running a PAS2P signature (``--signature SIG.json``): what ppe-sor and ppe-cg share.
+
+Each application runs its set-up, then the plan's steps (``ExecutionPlan.schedule()``), each
+timed on rank 0 from its compute burst to the next step's, and hands :class:`StepTimes` back.
+:func:`signature_result` turns them into the prediction both print (docs/pas2p.md); the
+applications add their own per-rank figures, from :func:`timed_mean` of each rank's compute.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ppe.apps.trace import now
+from ppe.pas2p.execution import SETUP, ExecutionPlan, SignatureFileError, execution_plan, predict
+
+__all__ = [
+    "StepTimes",
+    "add_signature_options",
+    "step_times",
+    "check_signature_options",
+    "load_signature",
+    "signature_result",
+    "timed_mean",
+]
+
+
+def add_signature_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--signature",
+        type=Path,
+        help="run only this PAS2P signature's phases (ppe pas2p analyze --json) and predict "
+        "the full run from their times (docs/pas2p.md); prints one JSON object",
+    )
+    p.add_argument("--repeats", type=int, default=3, help="timed runs of each phase (3)")
+    p.add_argument(
+        "--warmup", type=int, default=1, help="untimed program steps before each timed one (1)"
+    )
+
+
+def check_signature_options(args: argparse.Namespace) -> str | None:
+    if args.repeats < 1 or args.warmup < 0:
+        return "--repeats must be at least 1 and --warmup at least 0"
+    if args.signature is not None and not args.signature.is_file():
+        return f"--signature {args.signature}: no such file"
+    return None
+
+
+@dataclass(frozen=True)
+class StepTimes:
+    """A signature run as rank 0 sees it: the set-up's and each step's seconds (burst to next
+    burst, rank 0's clock), and every rank's rows and compute seconds per step."""
+
+    setup_s: float
+    step_s: list[float]
+    total_s: float
+    split: list[int]
+    compute_s: list[list[float]]  # [rank][step]
+
+
+def step_times(
+    comm: Any,
+    collective: Callable[[Callable[[], Any]], Any],
+    started: float,
+    marks: list[float],
+    compute: list[float],
+    split: list[int],
+) -> StepTimes | None:
+    """After a signature run's last step (``marks``: each step's start, then its end): every
+    rank waits for the others and rank 0 gathers their compute seconds and gets the times."""
+    collective(comm.Barrier)
+    total = now() - started
+    everyone = collective(lambda: comm.gather(compute, root=0))
+    if comm.Get_rank() != 0:
+        return None
+    step_s = [b - a for a, b in zip(marks, marks[1:], strict=False)]
+    return StepTimes(marks[0] - started, step_s, total, split, everyone)
+
+
+def load_signature(path: Path, repeats: int, warmup: int) -> ExecutionPlan:
+    """The execution plan of ``ppe pas2p analyze --json``'s output in ``path``."""
+    try:
+        analysis = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise SignatureFileError(f"--signature {path}: {exc}") from exc
+    if not isinstance(analysis, dict):
+        raise SignatureFileError(f"--signature {path}: not a JSON object")
+    return execution_plan(analysis, repeats, warmup)
+
+
+def timed_mean(
+    plan: ExecutionPlan, values: Sequence[float], select: Callable[[int], bool] | None = None
+) -> float | None:
+    """The mean of ``values`` (one per ``schedule()`` entry) over the timed entries whose step
+    ``select`` accepts (all by default); None when there are none."""
+    chosen = [
+        v
+        for (_, step, timed), v in zip(plan.entries(), values, strict=True)
+        if timed and (select is None or select(step))
+    ]
+    return math.fsum(chosen) / len(chosen) if chosen else None
+
+
+def signature_result(plan: ExecutionPlan, times: StepTimes, path: Path) -> dict[str, Any]:
+    """The prediction (``Prediction.to_dict()``) with ``signature``, ``setup_s``, ``cost_s``
+    (what the signature run took) and ``steps`` (how many it ran)."""
+    measured = plan.measured(times.step_s)
+    for p in plan.phases:
+        if p.step == SETUP:
+            measured[p.id] = [times.setup_s]
+    prediction = predict(plan, measured)
+    return {
+        "signature": str(path),
+        **prediction.to_dict(),
+        "setup_s": times.setup_s,
+        "cost_s": times.total_s,
+        "steps": len(times.step_s),
+    }

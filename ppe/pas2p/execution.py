@@ -1,0 +1,253 @@
+"""Signature execution: which steps to run on the target, and the run predicted from their times.
+
+A signature (``ppe pas2p analyze --json``) names each kept phase's weight and the *step* of a
+typical occurrence (the one of median time): the anchor rank's compute burst it begins with
+(-1: the set-up before the first burst). An application that can run any of its steps on its
+own (ppe-sor's and ppe-cg's ``--signature``) runs the set-up once, then each kept phase's step
+``repeats`` times (at most as often as the phase occurs), each time right after the step that
+precedes it in the program, timing it from its burst to the next one as the phases were timed
+in the trace. The runs go in rounds, every phase once per round in step order, so that a load
+that comes and goes reaches every phase's sample. The full run is predicted as PAS2P does, by
+the weighted sum of the phases' mean times on the target; the phases left out of the signature
+are added at their traced time scaled by how much faster or slower the kept ones ran, and the
+interval comes from the repetitions' spread (each phase's mean is uncertain by sd/sqrt(n), and
+its ``weight`` occurrences each vary by sd): a Student-t interval with Welch–Satterthwaite
+degrees of freedom.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from scipy import stats
+
+__all__ = [
+    "SETUP",
+    "ExecutionPlan",
+    "PhaseEstimate",
+    "PlannedPhase",
+    "Prediction",
+    "SignatureFileError",
+    "execution_plan",
+    "predict",
+]
+
+SETUP = -1  # the step of the segment before the anchor rank's first compute burst
+
+
+class SignatureFileError(ValueError):
+    """A signature that cannot be executed; the message names the field."""
+
+
+@dataclass(frozen=True)
+class PlannedPhase:
+    id: int
+    step: int
+    weight: int
+    traced_mean_s: float
+    traced_sd_s: float
+
+    @property
+    def traced_total_s(self) -> float:
+        return self.weight * self.traced_mean_s
+
+
+@dataclass(frozen=True)
+class ExecutionPlan:
+    phases: list[PlannedPhase]  # the kept phases in step order (the set-up first, if kept)
+    traced_s: float
+    left_out_s: float  # traced seconds of the phases not kept
+    repeats: int
+    warmup: int
+
+    def runs(self, phase: PlannedPhase) -> int:
+        """Timed executions of ``phase``'s step: ``repeats``, but at most half as often as the
+        phase occurs in the run (at least once), so that a rare, heavy phase (a checkpoint)
+        costs at most half its share of the run; the set-up once."""
+        return 1 if phase.step == SETUP else max(1, min(self.repeats, phase.weight // 2))
+
+    def entries(self) -> list[tuple[PlannedPhase, int, bool]]:
+        """(phase, step, timed) in execution order: an untimed round, then rounds of every
+        phase still to run, in step order, each timed step right after the ``warmup`` steps
+        that precede it in the program (untimed), so it starts from the state its predecessor
+        leaves (the caches a matrix-vector product finds after an update, not after a
+        checkpoint)."""
+        steps = [p for p in self.phases if p.step != SETUP]
+        # a first, untimed round of the phases timed more than once: the first run after the
+        # set-up meets cold caches and pages the program has not touched yet
+        out: list[tuple[PlannedPhase, int, bool]] = [
+            (p, p.step, False) for p in steps if self.runs(p) > 1
+        ]
+        for r in range(max((self.runs(p) for p in steps), default=0)):
+            for p in steps:
+                if r >= self.runs(p):
+                    continue
+                out += [(p, k, False) for k in range(max(p.step - self.warmup, 0), p.step)]
+                out.append((p, p.step, True))
+        return out
+
+    def schedule(self) -> list[tuple[int, int]]:
+        """(phase id, step) in execution order, the set-up excluded (the application runs it
+        anyway, before any step)."""
+        return [(p.id, step) for p, step, _ in self.entries()]
+
+    def timed(self) -> list[bool]:
+        """Per ``schedule()`` entry: whether it is timed (not a warm-up)."""
+        return [timed for _, _, timed in self.entries()]
+
+    def measured(self, times: Sequence[float]) -> dict[int, list[float]]:
+        """The step times (``schedule()``'s order) per phase, warm-ups dropped."""
+        entries = self.entries()
+        if len(times) != len(entries):
+            raise ValueError(f"{len(times)} step times for a schedule of {len(entries)} steps")
+        out: dict[int, list[float]] = {p.id: [] for p, _, _ in entries}
+        for (p, _, timed), t in zip(entries, times, strict=True):
+            if timed:
+                out[p.id].append(t)
+        return out
+
+
+def execution_plan(analysis: Mapping[str, Any], repeats: int = 3, warmup: int = 1) -> ExecutionPlan:
+    """The plan for a signature as ``ppe pas2p analyze --json`` writes it."""
+    if repeats < 1 or warmup < 0:
+        raise SignatureFileError(f"repeats must be >= 1 and warmup >= 0, not {repeats}, {warmup}")
+    try:
+        phases = {int(p["id"]): p for p in analysis["phases"]}
+        kept = [int(i) for i in analysis["signature"]]
+        traced = float(analysis["traced_s"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise SignatureFileError(
+            f"not a signature (ppe pas2p analyze --json): missing or bad {exc}"
+        ) from exc
+    if not kept:
+        raise SignatureFileError("signature: keeps no phase")
+    planned = []
+    for pid in kept:
+        if pid not in phases:
+            raise SignatureFileError(f"signature: phase {pid} is kept but not among the phases")
+        p = phases[pid]
+        step = p.get("step")  # a typical occurrence's; analyses before it: the first's
+        if step is None:
+            step = p.get("first", {}).get("step")
+        if not isinstance(step, int) or step < SETUP:
+            raise SignatureFileError(
+                f"phases[{pid}].first.step: missing or bad ({step!r}); "
+                "re-run ppe pas2p analyze to write it"
+            )
+        planned.append(
+            PlannedPhase(pid, step, int(p["weight"]), float(p["mean_s"]), float(p["sd_s"]))
+        )
+    planned.sort(key=lambda p: p.step)
+    kept_s = math.fsum(p.traced_total_s for p in planned)
+    return ExecutionPlan(planned, traced, max(traced - kept_s, 0.0), repeats, warmup)
+
+
+@dataclass(frozen=True)
+class PhaseEstimate:
+    id: int
+    step: int
+    weight: int
+    times: list[float]
+    mean_s: float
+    sd_s: float  # of one occurrence on the target (from the traced spread when measured once)
+    traced_mean_s: float
+
+    @property
+    def total_s(self) -> float:
+        return self.weight * self.mean_s
+
+    @property
+    def variance(self) -> float:
+        """Of this phase's share of the run: the mean's uncertainty, weight times over, plus
+        the ``weight`` occurrences' own spread."""
+        n = len(self.times)
+        return self.sd_s**2 * (self.weight**2 / n + self.weight)
+
+
+@dataclass(frozen=True)
+class Prediction:
+    mean_s: float
+    low_s: float
+    high_s: float
+    level: float
+    phases: list[PhaseEstimate]
+    left_out_s: float  # the phases not kept, scaled by the kept phases' target/traced ratio
+    speedup: float  # traced kept time / target kept time
+    traced_s: float
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "predicted_s": self.mean_s,
+            "interval_s": [self.low_s, self.high_s],
+            "level": self.level,
+            "left_out_s": self.left_out_s,
+            "traced_s": self.traced_s,
+            "speedup": self.speedup,
+            "phases": [
+                {
+                    "id": p.id,
+                    "step": p.step,
+                    "weight": p.weight,
+                    "mean_s": p.mean_s,
+                    "sd_s": p.sd_s,
+                    "runs": len(p.times),
+                    "traced_mean_s": p.traced_mean_s,
+                    "times_s": p.times,
+                }
+                for p in self.phases
+            ],
+        }
+
+
+def predict(
+    plan: ExecutionPlan, measured: Mapping[int, Sequence[float]], level: float = 0.95
+) -> Prediction:
+    """The run on the target: sum of weight x mean measured time over the kept phases, plus the
+    left-out remainder scaled alike, with a ``level`` interval."""
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), not {level}")
+    estimates = []
+    for p in plan.phases:
+        times = [float(t) for t in measured.get(p.id, ())]
+        if not times:
+            raise ValueError(f"phase {p.id} (step {p.step}) has no measured time")
+        if any(not math.isfinite(t) or t < 0 for t in times):
+            raise ValueError(f"phase {p.id}: measured times must be finite and >= 0")
+        mean = math.fsum(times) / len(times)
+        if len(times) > 1:
+            sd = math.sqrt(math.fsum((t - mean) ** 2 for t in times) / (len(times) - 1))
+        else:  # one run: the traced spread, relative, is all there is to go on
+            sd = p.traced_sd_s / p.traced_mean_s * mean if p.traced_mean_s > 0 else 0.0
+        estimates.append(PhaseEstimate(p.id, p.step, p.weight, times, mean, sd, p.traced_mean_s))
+    kept = math.fsum(e.total_s for e in estimates)
+    traced_kept = math.fsum(p.traced_total_s for p in plan.phases)
+    ratio = kept / traced_kept if traced_kept > 0 else 1.0
+    left_out = plan.left_out_s * ratio
+    total = kept + left_out
+    var = math.fsum(e.variance for e in estimates) * (total / kept if kept > 0 else 1.0) ** 2
+    half = _t(level, estimates) * math.sqrt(var)
+    return Prediction(
+        total,
+        max(total - half, 0.0),
+        total + half,
+        level,
+        estimates,
+        left_out,
+        1.0 / ratio if ratio > 0 else math.inf,
+        plan.traced_s,
+    )
+
+
+def _t(level: float, estimates: Sequence[PhaseEstimate]) -> float:
+    """Student-t quantile with Welch–Satterthwaite degrees of freedom over the phases' means."""
+    terms = [
+        (e.variance, len(e.times) - 1) for e in estimates if e.variance > 0 and len(e.times) > 1
+    ]
+    if not terms:
+        return float(stats.norm.ppf(0.5 + level / 2))
+    num = math.fsum(v for v, _ in terms) ** 2
+    den = math.fsum(v * v / df for v, df in terms)
+    return float(stats.t.ppf(0.5 + level / 2, num / den))

@@ -1,0 +1,132 @@
+"""Signature execution: the steps to run, and the weighted sum with its interval, by hand."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import pytest
+from scipy import stats
+
+from ppe.pas2p import logical_trace, read_traces, signature
+from ppe.pas2p.execution import SETUP, SignatureFileError, execution_plan, predict
+from ppe.pas2p.report import to_dict
+from tests.pas2p.conftest import DATA
+
+
+def analysis(kept: list[int] | None = None) -> dict[str, Any]:
+    """Set-up (phase 0, step -1), a steady phase x 100 and a check phase x 10."""
+    phases = [
+        {"id": 0, "weight": 1, "mean_s": 0.5, "sd_s": 0.0, "first": {"step": -1}},
+        {"id": 1, "weight": 100, "mean_s": 0.01, "sd_s": 0.001, "first": {"step": 0}},
+        {"id": 2, "weight": 10, "mean_s": 0.05, "sd_s": 0.005, "first": {"step": 9}},
+    ]
+    return {"phases": phases, "signature": [1, 2, 0] if kept is None else kept, "traced_s": 2.0}
+
+
+def test_plan_runs_the_set_up_once_and_each_step_after_its_predecessor() -> None:
+    plan = execution_plan(analysis(), repeats=3, warmup=1)
+    assert [(p.id, p.step) for p in plan.phases] == [(0, SETUP), (1, 0), (2, 9)]
+    # an untimed round, then rounds of every phase once, in step order; step 9 runs after
+    # step 8 (untimed), step 0 has no predecessor but the set-up
+    assert plan.schedule() == [(1, 0), (2, 9)] + [(1, 0), (2, 8), (2, 9)] * 3
+    assert plan.timed() == [False, False] + [True, False, True] * 3
+    times = [9.0, 9.0, 1.0, 9.0, 4.0, 2.0, 9.0, 5.0, 3.0, 9.0, 6.0]
+    assert plan.measured(times) == {1: [1.0, 2.0, 3.0], 2: [4.0, 5.0, 6.0]}
+    with pytest.raises(ValueError, match="10 step times"):
+        plan.measured(times[:-1])
+
+
+def test_a_phase_runs_at_most_half_as_often_as_it_occurs() -> None:
+    few = analysis()
+    few["phases"][2]["weight"] = 5
+    plan = execution_plan(few, repeats=3, warmup=2)
+    assert plan.schedule() == [(1, 0), (2, 9)] + [(1, 0), (2, 7), (2, 8), (2, 9)] * 2 + [(1, 0)]
+    assert [plan.runs(p) for p in plan.phases] == [1, 3, 2]
+    few["phases"][2]["weight"] = 3  # once at least
+    assert [p for p, _ in execution_plan(few, repeats=3).schedule()].count(2) == 2  # no warm round
+
+
+def test_weighted_sum_and_interval_worked_by_hand() -> None:
+    plan = execution_plan(analysis(), repeats=3, warmup=0)
+    got = predict(plan, {0: [0.4], 1: [0.009, 0.010, 0.011], 2: [0.04, 0.05, 0.06]})
+    # 1 x 0.4 + 100 x 0.010 + 10 x 0.05 = 1.9; nothing left out
+    assert got.mean_s == pytest.approx(1.9)
+    assert got.left_out_s == 0.0
+    # phase 1: sd 0.001, variance 0.001^2 (100^2/3 + 100); phase 2: 0.01^2 (10^2/3 + 10);
+    # the set-up, measured once, takes the traced spread (0): no variance
+    v1 = 0.001**2 * (100**2 / 3 + 100)
+    v2 = 0.01**2 * (10**2 / 3 + 10)
+    df = (v1 + v2) ** 2 / (v1**2 / 2 + v2**2 / 2)
+    half = stats.t.ppf(0.975, df) * math.sqrt(v1 + v2)
+    assert got.low_s == pytest.approx(1.9 - half)
+    assert got.high_s == pytest.approx(1.9 + half)
+    # the traced kept time 2.0 ran in 1.9 here
+    assert got.speedup == pytest.approx(2.0 / 1.9)
+
+
+def test_left_out_phases_scale_with_the_kept_ones() -> None:
+    plan = execution_plan(analysis(kept=[1]), repeats=2, warmup=0)
+    assert plan.left_out_s == pytest.approx(2.0 - 1.0)
+    got = predict(plan, {1: [0.02, 0.02]})  # twice the traced 0.01 s
+    assert got.mean_s == pytest.approx(100 * 0.02 + 1.0 * 2)
+    assert got.low_s == got.high_s == got.mean_s  # no spread measured
+
+
+def test_one_run_borrows_the_traced_relative_spread() -> None:
+    plan = execution_plan(analysis(kept=[1]), repeats=1, warmup=0)
+    got = predict(plan, {1: [0.02]})
+    assert got.phases[0].sd_s == pytest.approx(0.002)  # 10 % of the mean, as traced
+    assert got.high_s > got.mean_s > got.low_s
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (lambda a: a.update(signature=[]), "keeps no phase"),
+        (lambda a: a.update(signature=[7]), "phase 7 is kept"),
+        (lambda a: a["phases"][1]["first"].pop("step"), r"phases\[1\].first.step"),
+        (lambda a: a.pop("traced_s"), "traced_s"),
+    ],
+)
+def test_bad_signatures_name_the_field(change: Any, message: str) -> None:
+    bad = analysis()
+    change(bad)
+    with pytest.raises(SignatureFileError, match=message):
+        execution_plan(bad)
+
+
+def test_bad_measurements_are_refused() -> None:
+    plan = execution_plan(analysis(kept=[1]), repeats=1, warmup=0)
+    with pytest.raises(ValueError, match="no measured time"):
+        predict(plan, {})
+    with pytest.raises(ValueError, match="finite"):
+        predict(plan, {1: [math.nan]})
+
+
+def test_the_real_fixture_maps_phases_to_half_sweeps() -> None:
+    """Each segment starts at a half-sweep of rank 0: the steady phase first appears at the
+    second half-sweep (step 1), and the residual half-sweep ends every 10th iteration (the
+    black half-sweep of iteration 10 is step 19)."""
+    files = sorted(DATA.glob("sor-n800-i100-r10.jsonl.*.gz"))
+    sig = signature(logical_trace(read_traces(files)), keep=1.0, tolerance=math.inf)
+    steps = {p.weight: p.first_step for p in sig.phases}
+    assert steps[1] in (SETUP, 199)  # the set-up and the last half-sweep each appear once
+    assert steps[180] == 1
+    assert steps[9] == 19
+    plan = execution_plan(to_dict(sig))
+    assert plan.phases[0].step == SETUP
+    assert plan.left_out_s == pytest.approx(0.0, abs=1e-9)
+
+
+def test_a_phase_runs_its_typical_occurrence_not_its_cold_start() -> None:
+    """Times 5, 1, 2 ms at steps 0, 4, 8: the median time is step 8's, so that step runs."""
+    from ppe.pas2p.phases import Phase
+
+    phase = Phase(0, (), 1, [0.0], [0.005, 0.001, 0.002], steps=[0, 4, 8])
+    assert phase.typical_step == 8
+    phase.times, phase.steps = [0.003, 0.001], [2, 6]  # two: the earlier of the two middles
+    assert phase.typical_step == 6
+    a = analysis()
+    a["phases"][1]["step"] = 42  # the typical step wins over the first occurrence's
+    assert [p.step for p in execution_plan(a).phases] == [SETUP, 9, 42]
