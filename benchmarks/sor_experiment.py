@@ -6,13 +6,14 @@ On this machine: ``ppe serve`` (SQLite, its own port), one sensor pinned to each
 trace on core 0 and a steady one on core 1 (picked by their statistics, sped up so that a run
 crosses load changes), then ``--runs`` rounds of ``mpiexec -n 2 ppe-sor --pin`` per strategy
 (block, mean, conservative, expected, expected with re-planning), interleaved round by round so
-every strategy sees the same kind of load. Before the load starts, a single-rank offline run
-on an idle core measures the benchmark (its compute seconds from ``--trace``); the hosts are
-registered with it. Prints per strategy the mean and median makespan and the coverage of the
+every strategy sees the same kind of load. Before the load starts, an offline run on
+the idle cores measures each rank's benchmark on its block strip (compute seconds from
+``--trace``; a one-rank run over the whole grid is printed beside it); the hosts are registered
+with those. Prints per strategy the mean and median makespan and the coverage of the
 served intervals, the live accuracy the service computed, and each host's calibrated benchmark
 beside the idle one.
 
-    python benchmarks/sor_experiment.py --runs 20          # the experiment (about 1.5 h)
+    python benchmarks/sor_experiment.py --runs 20          # the experiment (about 30 min)
     python benchmarks/sor_experiment.py --tiny             # a minute: proves the machinery
 """
 
@@ -40,6 +41,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from ppe.apps.sor.partition import block_split  # noqa: E402
 from ppe.traces import read_trace  # noqa: E402
 
 TRACE_DIRS = (
@@ -177,14 +179,26 @@ def sor(args: Sequence[str], timeout: float) -> dict[str, Any]:
     return dict(json.loads(lines[-1]))
 
 
-def idle_benchmark(n: int, iterations: int, workdir: Path) -> float:
-    """One rank, offline, on core 0 with nothing else loading it: compute seconds (from the
-    event trace) per grid element per iteration."""
-    trace = workdir / "idle.trace"
+def compute_seconds(trace: Path) -> float:
+    """The compute bursts' seconds in one rank's event trace."""
+    total = 0.0
+    for line in trace.read_text().splitlines():
+        event = json.loads(line)
+        if event["kind"] == "compute":
+            total += event["end"] - event["start"]
+    return total
+
+
+def idle_benchmark(n: int, iterations: int, workdir: Path, ranks: int) -> list[float]:
+    """``ranks`` ranks, offline (block strips), pinned, nothing else loading the cores: each
+    rank's compute seconds (from the event trace) per element of its strip per iteration.
+    With one rank that is the whole grid; with the experiment's ranks it is their strips,
+    which is the work (and the share of the L3 cache) the calibration measures."""
+    trace = workdir / f"idle-{ranks}.trace"
     cmd = [
         mpiexec(),
         "-n",
-        "1",
+        str(ranks),
         *python("-m", "ppe.apps.sor"),
         "--offline",
         "--pin",
@@ -196,12 +210,10 @@ def idle_benchmark(n: int, iterations: int, workdir: Path) -> float:
         str(trace),
     ]
     subprocess.run(cmd, check=True, capture_output=True, timeout=600, env=env())
-    compute = 0.0
-    for line in Path(f"{trace}.0").read_text().splitlines():
-        event = json.loads(line)
-        if event["kind"] == "compute":
-            compute += event["end"] - event["start"]
-    return compute / (n * n * iterations)
+    rows = block_split(n, ranks)
+    return [
+        compute_seconds(Path(f"{trace}.{r}")) / (rows[r] * n * iterations) for r in range(ranks)
+    ]
 
 
 def interval_of(client: httpx.Client, schedule_id: int) -> tuple[float, float, float]:
@@ -272,9 +284,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{s.low:.0%} idle, {s.high:.0%} saturated)"
         )
 
-    print("idle core: single-rank offline run ...", flush=True)
-    idle = idle_benchmark(a.n, a.iterations, workdir)
-    print(f"idle benchmark: {idle:.4g} s per element per iteration")
+    print("idle cores: offline runs ...", flush=True)
+    (whole,) = idle_benchmark(a.n, a.iterations, workdir, 1)
+    idle = idle_benchmark(a.n, a.iterations, workdir, len(HOSTS))
+    print(f"idle benchmark, one rank sweeping the whole grid: {whole:.4g} s per element")
+    for host, value in zip(HOSTS, idle, strict=True):
+        print(f"idle benchmark, {host} sweeping its block strip beside the others: {value:.4g} s")
 
     db = f"sqlite:///{workdir / 'ppe.db'}"
     subprocess.run(
@@ -334,9 +349,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ],
                 workdir / f"sensor-{host}.log",
             )
-        for host in HOSTS:
-            put = client.put(f"/api/v1/resources/{host}", json={"properties": {"benchmark": idle}})
-            put.raise_for_status()
+        for host, value in zip(HOSTS, idle, strict=True):
+            body = {"properties": {"benchmark": value}}
+            client.put(f"/api/v1/resources/{host}", json=body).raise_for_status()
         for core, chosen in enumerate((bimodal, steady)):
             procs.start(
                 f"loadgen {core}",
@@ -400,18 +415,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"mean rel. error {g['mean_relative_error'] or 0:.1%} "
                 f"actual/predicted {g['mean_ratio'] or 0:.3f}"
             )
-        print("\ncalibrated benchmark (GET /api/v1/resources/{host}/calibration) vs idle core")
-        for host in HOSTS:
+        print("\ncalibrated benchmark (GET /api/v1/resources/{host}/calibration) vs idle strip")
+        for host, idle_host in zip(HOSTS, idle, strict=True):
             c = client.get(f"/api/v1/resources/{host}/calibration").json()
             cal = c["calibrated"]
             if cal is None:
                 print(f"  {host}: no usable runs ({c['runs_read']} read)")
                 continue
             se = cal["std_error"] or 0.0
-            diff = cal["benchmark"] / idle - 1
+            diff = cal["benchmark"] / idle_host - 1
             print(
                 f"  {host}: {cal['benchmark']:.4g} ± {se:.2g} s from {len(cal['runs'])} runs; "
-                f"idle {idle:.4g}: {diff:+.1%}; mean CPU share "
+                f"idle strip {idle_host:.4g}: {diff:+.1%}; mean CPU share "
                 f"{statistics.fmean(r['share'] for r in cal['runs']):.2f}"
             )
         print("\ncalibrated link bandwidth (loopback shared memory; the calibration's bandwidth)")
