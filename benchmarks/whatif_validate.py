@@ -10,7 +10,9 @@ running SOR, predicted by ``ppe whatif``, against real ``mpiexec -n 2 ppe-sor`` 
    most bimodal and the steadiest busy one, picked as ``sor_experiment.py`` picks them), at
    speed 1, from a start time; the spec gives the same traces as load and ``--simulate``
    plans and runs SOR at ``--starts`` start times (seeded). The real runs start the load
-   generators at the first ``--runs`` of those same start times. Reported: the share of real
+   generators at the first ``--runs`` of those same start times. The spec's nodeset carries
+   the dedicated runs' own run-to-run spread (``variation``: their standard deviation over
+   their mean), which the simulation draws per run. Reported: the share of real
    runs inside the simulated distribution's central 95 % (goal: at least 90 %), and each real
    run beside the simulation at its own start.
 
@@ -211,7 +213,10 @@ def main() -> None:
         availability_csv(path, work / name)
         names.append(name)
     files = ", ".join(f'"{x}"' for x in names)
-    load = f'load = {{kind = "traces", files = [{files}]}}\n'
+    # the machine's own run-to-run spread, measured on the dedicated runs above
+    variation = statistics.stdev(real) / statistics.fmean(real) if len(real) > 1 else 0.0
+    print(f"run-to-run variation of the dedicated runs: {variation:.1%} (the spec's variation)")
+    load = f'load = {{kind = "traces", files = [{files}]}}\nvariation = {variation:.4f}\n'
     spec = work / "loaded.toml"
     spec.write_text(spec_text(args.n, args.iterations, latency, bandwidth, load))
     sim = json.loads(sh(ppe("whatif", str(spec), "--strategy", "block", "--simulate",

@@ -145,9 +145,15 @@ class Loads:
         return all(k[0] in ("dedicated", "normal", "mixture") for k in keys)
 
     def deterministic(self, keys: set[LoadKey]) -> bool:
-        return all(k[0] == "dedicated" or (k[0] == "normal" and k[2] == 0) for k in keys)
+        return all(
+            _variation(k) == 0 and (k[0] == "dedicated" or (k[0] == "normal" and k[2] == 0))
+            for k in keys
+        )
 
     def value(self, key: LoadKey, horizon: float | None) -> StochasticValue:
+        return _varied(self._load(key, horizon), _variation(key))
+
+    def _load(self, key: LoadKey, horizon: float | None) -> StochasticValue:
         kind = key[0]
         if kind == "dedicated":
             return Point(1.0)
@@ -164,6 +170,25 @@ class Loads:
         if host.cpu is None:
             raise ValueError(f"registered host {host.name!r} has no CPU forecasts")
         return _fresh(host.cpu(horizon))
+
+
+def _variation(key: LoadKey) -> float:
+    """The nodeset's run-to-run spread, which :func:`load_key` puts last."""
+    return float(cast(float, key[-1]))
+
+
+def _varied(v: StochasticValue, variation: float) -> StochasticValue:
+    """The availability ``v`` with a node's run-to-run spread folded in: a dedicated time
+    factor of relative spread ``variation`` divides the availability, so each component's
+    spread grows to sqrt(sd^2 + (mean * variation)^2) (first order; the simulated path draws
+    the factor itself, lognormal)."""
+    if variation == 0:
+        return v
+    comps = np.array(v.components, dtype=np.float64).reshape(-1, 3)
+    sd = np.hypot(comps[:, 2], comps[:, 1] * variation)
+    if len(comps) == 1:
+        return Normal(float(comps[0, 1]), float(sd[0]))
+    return Mixture(comps[:, 0], comps[:, 1], sd)
 
 
 def _before(timestamps: np.ndarray, values: np.ndarray, now: float) -> SeriesHistory:
@@ -186,6 +211,11 @@ def _fresh(v: StochasticValue) -> StochasticValue:
 
 
 def load_key(ns: Nodeset, member: int) -> LoadKey:
+    """What a node's availability depends on: its load, then its run-to-run spread last."""
+    return (*_load_key(ns, member), ns.variation)
+
+
+def _load_key(ns: Nodeset, member: int) -> LoadKey:
     load = ns.load
     if load.kind == "dedicated":
         return ("dedicated",)

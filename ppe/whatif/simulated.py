@@ -235,6 +235,7 @@ class _Layout:
     benchmark: FloatArray
     series: NDArray[np.int64]
     draws: tuple[tuple[object, ...], ...]  # load key per node (for drawn loads)
+    variation: FloatArray  # run-to-run spread of each node's dedicated speed (relative sd)
     bandwidth: FloatArray
     latency: float
     notes: tuple[str, ...]
@@ -255,11 +256,13 @@ def _layout(m: Machine, traces: Sequence[str]) -> _Layout:
     bw: list[float] = []
     lat: list[float] = []
     draws: list[tuple[object, ...]] = []
+    variation: list[float] = []
     for k, member, slot in m.chain():
         ns = m.segments[k].nodeset
         key = load_key(ns, member)
         seg.append(k)
         bench.append(m.segments[k].benchmark)
+        variation.append(ns.variation)
         series.append(index[str(key[1])] if key[0] == "trace" else -1)
         draws.append(key)
         bw.append(_harmonic(slot.prev, slot.next))
@@ -275,6 +278,7 @@ def _layout(m: Machine, traces: Sequence[str]) -> _Layout:
         np.array(bench),
         np.array(series, dtype=np.int64),
         tuple(draws),
+        np.array(variation),
         np.array(bw),
         max(lat, default=0.0),
         tuple(notes),
@@ -293,6 +297,13 @@ def _drawn(layout: _Layout, rng: np.random.Generator) -> FloatArray:
             j = rng.choice(len(comps), p=comps[:, 0] / comps[:, 0].sum())
             out[i] = rng.normal(comps[j, 1], comps[j, 2])
     return np.clip(out, AVAILABILITY_FLOOR, 1.0)
+
+
+def _noise(layout: _Layout, rng: np.random.Generator) -> FloatArray:
+    """Each node's dedicated-time factor for one run: lognormal with mean 1 and the nodeset's
+    relative spread (``variation``; 1 without one), drawn independently per node and run."""
+    sigma = np.sqrt(np.log1p(layout.variation**2))
+    return np.exp(rng.standard_normal(sigma.size) * sigma - sigma**2 / 2)
 
 
 # ------------------------------------------------------------------------------- runs
@@ -354,12 +365,13 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
     for start, seed in zip(chunk.starts, chunk.seeds, strict=True):
         result, rows = plan_point(point, resources, opts, now=start if resources.traces else None)
         plans.append(result)
-        avail = _drawn(layout, np.random.default_rng(seed))
+        rng = np.random.default_rng(seed)
+        avail = _drawn(layout, rng)
         runs.append(
             RunSpec(
                 hosts,
                 list(rows),
-                (layout.benchmark / avail).tolist(),
+                (layout.benchmark * _noise(layout, rng) / avail).tolist(),
                 start,
                 net=net_idx,
             )

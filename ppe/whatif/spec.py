@@ -75,6 +75,7 @@ FIELDS: dict[str, tuple[str, ...]] = {
         "bandwidth",
         "ports",
         "sharing",
+        "variation",
         "profile",
         "host",
         "load",
@@ -123,6 +124,7 @@ NUMERIC: dict[tuple[str, str], Numeric] = {
     ("nodeset", "bandwidth"): Numeric("rate"),
     ("nodeset", "ports"): Numeric("count", integer=True, low=1, strict=False, default=1),
     ("nodeset", "sharing"): Numeric("count", integer=True, low=1, strict=False, default=1),
+    ("nodeset", "variation"): Numeric("count", strict=False, default=0.0, high=1.0),
     ("load", "mean"): Numeric("count", high=1.0),
     ("load", "std"): Numeric("count", strict=False, default=0.0),
     ("linkset", "latency"): Numeric("time", strict=False, default=DEFAULT_LINK.latency),
@@ -176,6 +178,10 @@ class Nodeset:
     index: int = 0
     #: members that run on one machine at once (its cores): a profile's k-copy curves apply
     sharing: int = 1
+    #: run-to-run spread of a member's dedicated speed (relative standard deviation): what a
+    #: real machine does from one run to the next with nothing else on it (caches, memory
+    #: placement, clocks); the simulated path draws it for every run
+    variation: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -685,7 +691,15 @@ class _Builder:
             self.p.add(path, "missing field 'number' (how many members)")
         values = {
             k: self.number(t, path, k, NUMERIC[("nodeset", k)])
-            for k in ("number", "floatspeed", "grainsize", "bandwidth", "ports", "sharing")
+            for k in (
+                "number",
+                "floatspeed",
+                "grainsize",
+                "bandwidth",
+                "ports",
+                "sharing",
+                "variation",
+            )
         }
         profile = self.text(t, path, "profile")
         host = self.text(t, path, "host")
@@ -728,6 +742,7 @@ class _Builder:
             load,
             int(path[1]),
             int(values["sharing"] or 1),
+            float(values["variation"] or 0.0),
         )
 
     def load(self, raw: Any, path: Path, host: str | None) -> Load | None:
