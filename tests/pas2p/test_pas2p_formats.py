@@ -298,3 +298,44 @@ def test_otf2_sub_communicator_through_the_command(
     assert sum(p.count("collective[0,2]") for p in patterns) == 2  # ranks 0 and 2, once
     AnalysisIn.model_validate(report)
     assert sorted(p.id for p in execution_plan(report).phases) == sorted(report["signature"])
+
+
+def test_otf2_comm_self_collective_is_each_ranks_own(tmp_path: Path) -> None:
+    """A COMM_SELF group lists no members: each rank's collective on it is over itself."""
+    otf2 = pytest.importorskip(
+        "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
+    )
+    from otf2.enums import CollectiveOp, GroupType, Paradigm
+
+    with otf2.writer.open(str(tmp_path / "arch"), timer_resolution=1000) as trace:
+        d = trace.definitions
+        node = d.system_tree_node("node")
+        locs = [
+            d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
+            for r in range(2)
+        ]
+        d.group(
+            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
+        )
+        world = d.group(
+            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
+        )
+        alone = d.group("self", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI, members=[])
+        comm = d.comm("MPI_COMM_WORLD", group=world)
+        self_comm = d.comm("MPI_COMM_SELF", group=alone)
+        for r, loc in enumerate(locs):
+            w = trace.event_writer_from_location(loc)
+            w.mpi_collective_begin(10 * r)  # rank 1 comes later to its own
+            w.mpi_collective_end(10 * r + 5, CollectiveOp.BARRIER, self_comm, 0, 0, 0)
+            w.mpi_collective_begin(30)
+            w.mpi_collective_end(40, CollectiveOp.BARRIER, comm, 0, 0, 0)
+    events = read_otf2(tmp_path / "arch")
+    assert [(e.rank, e.kind, e.members) for e in events] == [
+        (0, "collective", (0,)),
+        (0, "compute", None),
+        (0, "collective", None),
+        (1, "collective", (1,)),
+        (1, "compute", None),
+        (1, "collective", None),
+    ]
+    assert logical_trace(events).time == [1, 2, 3, 1, 2, 3]
