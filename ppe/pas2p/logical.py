@@ -145,6 +145,7 @@ def logical_trace(events: Sequence[Event]) -> LogicalTrace:
                         t = 1 + max(clock[q] for q in comm)
                         for mine in colls[comm]:
                             time[mine[k]] = t
+                        del arrived[(comm, k)]
                     else:
                         time[i] = clock[r] + 1
                 if e.kind == "collective":
