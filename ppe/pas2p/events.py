@@ -2,7 +2,9 @@
 
 An event is one thing one rank did: a compute burst, a send, a receive or a collective, with
 its peer, size, tag and wall-clock interval. ``where`` says where it was read (``FILE:LINE``,
-or the OTF2 archive and event number) so that every error can point at it.
+or the OTF2 archive and event number) so that every error can point at it. A collective's
+``members`` are the world ranks of its communicator (None: all ranks), because a collective on
+a sub-communicator synchronises only those ranks.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-__all__ = ["KINDS", "Event", "TraceError", "check_events", "by_rank"]
+__all__ = ["KINDS", "Event", "TraceError", "by_rank", "check_events", "communicator"]
 
 KINDS = ("compute", "send", "recv", "collective")
 
@@ -29,6 +31,7 @@ class Event:
     start: float
     end: float
     where: str = ""
+    members: tuple[int, ...] | None = None  # a collective's world ranks; None: all of them
 
     @property
     def duration(self) -> float:
@@ -44,8 +47,18 @@ def by_rank(events: Sequence[Event]) -> list[list[int]]:
     return out
 
 
+def communicator(e: Event, size: int) -> tuple[int, ...] | None:
+    """A collective's members, sorted, or None when they are all ``size`` ranks: one name per
+    rank set, so that a trace listing every rank and one leaving them out agree."""
+    if e.members is None:
+        return None
+    members = tuple(sorted(e.members))
+    return None if members == tuple(range(size)) else members
+
+
 def check_events(events: Sequence[Event]) -> None:
-    """Ranks 0..R-1 all present, known kinds, peers among them, clocks never going backwards."""
+    """Ranks 0..R-1 all present, known kinds, peers among them, collectives' members distinct
+    ranks that include their own, clocks never going backwards."""
     if not events:
         raise TraceError("the trace holds no events")
     present = sorted({e.rank for e in events})
@@ -65,6 +78,8 @@ def check_events(events: Sequence[Event]) -> None:
                 f"{e.where}: rank {e.rank} {e.kind} names peer {e.peer}, "
                 f"not a rank of 0..{size - 1}"
             )
+        if e.members is not None:
+            _check_members(e, size)
         if e.end < e.start:
             raise TraceError(f"{e.where}: rank {e.rank} {e.kind} ends before it starts")
         prev = last.get(e.rank)
@@ -74,6 +89,28 @@ def check_events(events: Sequence[Event]) -> None:
                 f"({e.start!r} after {prev.start!r} at {prev.where})"
             )
         last[e.rank] = e
+
+
+def _check_members(e: Event, size: int) -> None:
+    assert e.members is not None
+    if e.kind != "collective":
+        raise TraceError(f"{e.where}: rank {e.rank} {e.kind} names members: only collectives do")
+    bad = [m for m in e.members if not 0 <= m < size]
+    if bad:
+        raise TraceError(
+            f"{e.where}: rank {e.rank} collective names member {bad[0]}, "
+            f"not a rank of 0..{size - 1}"
+        )
+    if len(set(e.members)) != len(e.members):
+        twice = next(m for m in e.members if e.members.count(m) > 1)
+        raise TraceError(f"{e.where}: rank {e.rank} collective names member {twice} twice")
+    if not e.members:
+        raise TraceError(f"{e.where}: rank {e.rank} collective names no members")
+    if e.rank not in e.members:
+        held = ", ".join(map(str, sorted(e.members)))
+        raise TraceError(
+            f"{e.where}: rank {e.rank} collective is over ranks {held}, which leave it out"
+        )
 
 
 def _first(events: Sequence[Event], rank: int) -> str:

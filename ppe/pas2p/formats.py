@@ -2,10 +2,12 @@
 
 The only I/O of ppe.pas2p. ppe-sor writes one file per rank (``FILE.<rank>``, see
 ppe/apps/trace.py): one JSON object a line with rank, kind, peer, bytes, tag, start, end
-(unix seconds). Files may be gzipped (``.gz``). OTF2 archives (Score-P's format) are read with
-the ``otf2`` package: MPI point-to-point events become sends and receives (the enclosing MPI
-region, when there is one, gives their interval), collective begin/end pairs become
-collectives, and the time between a location's communication events becomes compute bursts.
+(unix seconds), and for a collective on a sub-communicator its ``members`` (world ranks; absent
+or null: all ranks). Files may be gzipped (``.gz``). OTF2 archives (Score-P's format) are read
+with the ``otf2`` package: MPI point-to-point events become sends and receives (the enclosing
+MPI region, when there is one, gives their interval), collective begin/end pairs become
+collectives with their communicator's ranks, and the time between a location's communication
+events becomes compute bursts.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import gzip
 import json
 import math
 from collections.abc import Iterable, Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import IO, Any
 
@@ -93,7 +96,22 @@ def _sor_event(item: dict[str, Any], where: str) -> Event:
     tag = None if item.get("tag") is None else _int(item, "tag", where)
     nbytes = 0 if item.get("bytes") is None else _int(item, "bytes", where)
     start, end = (_float(item, k, where) for k in ("start", "end"))
-    return Event(rank, kind, peer, nbytes, tag, start, end, where)
+    members = _members(item, kind, where)
+    return Event(rank, kind, peer, nbytes, tag, start, end, where, members)
+
+
+def _members(item: dict[str, Any], kind: str, where: str) -> tuple[int, ...] | None:
+    """A collective's optional ``members``: a list of world ranks, sorted here (their order
+    means nothing); the checks that they are distinct ranks including the event's own are
+    ``check_events``'s."""
+    v = item.get("members")
+    if v is None:
+        return None
+    if kind != "collective":
+        raise TraceError(f"{where}: members are for collectives only, not {kind}")
+    if not isinstance(v, list) or any(isinstance(m, bool) or not isinstance(m, int) for m in v):
+        raise TraceError(f"{where}: members must be a list of integer ranks, got {v!r}")
+    return tuple(sorted(v))
 
 
 def _int(item: dict[str, Any], key: str, where: str) -> int:
@@ -153,11 +171,39 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
     def seconds(t: int) -> float:
         return (t - offset) / resolution
 
+    def rank_of(loc: Any) -> int:
+        """A location's rank: its location group's (a thread's location counts as its rank)."""
+        found = loc_rank.get(loc)
+        return group_rank[loc.group] if found is None else found
+
     def world(comm: Any, peer: int, where: str) -> int:
         try:
-            return loc_rank[comm.location(peer)]
+            return rank_of(comm.location(peer))
         except Exception:
             raise TraceError(f"{where}: peer {peer} is not a rank of {comm.name}") from None
+
+    spans: dict[Any, tuple[int, ...] | None] = {}  # communicator -> its world ranks
+
+    def members_of(comm: Any, rank: int, where: str) -> tuple[int, ...] | None:
+        """A collective's world ranks, sorted; None when its communicator spans all ranks."""
+        if comm in spans:
+            return spans[comm]
+        group = getattr(comm, "group", None)
+        if group is None:
+            raise TraceError(
+                f"{where}: a collective on {comm.name}, an inter-communicator; "
+                "only collectives within one group of ranks are supported"
+            )
+        if group.group_type == otf2.GroupType.COMM_SELF:  # each rank's own: not cached
+            return None if size == 1 else (rank,)
+        try:
+            ranks = tuple(sorted(rank_of(loc) for loc in group.members))
+        except Exception:
+            raise TraceError(
+                f"{where}: {comm.name}'s group holds a location that is no rank"
+            ) from None
+        spans[comm] = None if ranks == tuple(range(size)) else ranks
+        return spans[comm]
 
     per: dict[int, list[Event]] = {r: [] for r in range(size)}
     region_start: dict[int, float] = {}
@@ -180,7 +226,7 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
             if _is_mpi(event.region):
                 for k in open_in_region.pop(rank, []):
                     e = out[k]
-                    out[k] = Event(e.rank, e.kind, e.peer, e.nbytes, e.tag, e.start, t, e.where)
+                    out[k] = replace(e, end=t)
                 region_start.pop(rank, None)
                 last_end[rank] = t
         elif isinstance(event, ev.MpiSend | ev.MpiIsend | ev.MpiRecv | ev.MpiIrecv):
@@ -206,15 +252,22 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
         elif isinstance(event, ev.MpiCollectiveBegin):
             coll_start[rank] = t
         elif isinstance(event, ev.MpiCollectiveEnd):
-            members = len(event.communicator.group.members)
-            if members != size:
-                raise TraceError(
-                    f"{where}: a collective on {event.communicator.name} ({members} of {size} "
-                    "ranks); only collectives over all ranks are supported"
-                )
+            members = members_of(event.communicator, rank, where)
             start = region_start.get(rank, coll_start.pop(rank, t))
             _compute(out, rank, last_end.get(rank), start, where)
-            out.append(Event(rank, "collective", None, int(event.size_sent), None, start, t, where))
+            out.append(
+                Event(
+                    rank,
+                    "collective",
+                    None,
+                    int(event.size_sent),
+                    None,
+                    start,
+                    t,
+                    where,
+                    members,
+                )
+            )
             if rank in open_in_region:
                 open_in_region[rank].append(len(out) - 1)
             last_end[rank] = t

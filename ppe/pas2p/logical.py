@@ -2,10 +2,12 @@
 so that the order no longer depends on the machine's speed or clocks.
 
 Rules: an event comes one tick after the previous event of its rank; a receive also comes one
-tick after its matching send; the k-th collective of every rank happens at one logical time,
-one tick after the latest of their predecessors (a collective synchronises all ranks). Sends
-and receives are matched as MPI's non-overtaking rule pairs them: the k-th send from s to d
-with tag t goes with the k-th receive at d from s with tag t. Logical times start at 1.
+tick after its matching send; collectives are matched per communicator (its set of ranks; all
+ranks unless the event names its members): the k-th collective on a communicator happens at
+one logical time on each of its ranks, one tick after the latest of their predecessors (it
+synchronises those ranks and no others). Sends and receives are matched as MPI's
+non-overtaking rule pairs them: the k-th send from s to d with tag t goes with the k-th
+receive at d from s with tag t. Logical times start at 1.
 """
 
 from __future__ import annotations
@@ -14,9 +16,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ppe.pas2p.events import Event, TraceError, by_rank, check_events
+from ppe.pas2p.events import Event, TraceError, by_rank, check_events, communicator
 
-__all__ = ["LogicalTrace", "logical_trace", "match_messages"]
+__all__ = ["LogicalTrace", "logical_trace", "match_collectives", "match_messages"]
+
+#: A communicator as its sorted world ranks.
+Ranks = tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -67,21 +72,50 @@ def match_messages(events: Sequence[Event]) -> dict[int, int]:
     return out
 
 
+def match_collectives(
+    events: Sequence[Event], ranks: list[list[int]]
+) -> dict[Ranks, list[list[int]]]:
+    """Per communicator (its sorted ranks), each of its ranks' collectives on it in program
+    order, indexed as the communicator's ranks: the k-th of each list are one collective.
+    Ranks that disagree on how many a communicator had are an error."""
+    size = len(ranks)
+    every = tuple(range(size))
+    found: dict[Ranks, dict[int, list[int]]] = {}
+    for r, idx in enumerate(ranks):
+        for i in idx:
+            if events[i].kind == "collective":
+                comm = communicator(events[i], size) or every
+                found.setdefault(comm, {q: [] for q in comm})[r].append(i)
+    out: dict[Ranks, list[list[int]]] = {}
+    for comm, per in sorted(found.items()):
+        if len({len(c) for c in per.values()}) > 1:
+            held = ", ".join(f"rank {q}: {len(c)}" for q, c in per.items())
+            fewest = min(len(c) for c in per.values())
+            most = max(comm, key=lambda q: len(per[q]))
+            extra = events[per[most][fewest]]
+            which = "the ranks" if comm == every else f"ranks {_names(comm)}"
+            raise TraceError(
+                f"{which} hold different numbers of collectives"
+                + ("" if comm == every else " on their communicator")
+                + f" ({held}): {extra.where}: rank {most}'s collective #{fewest + 1} "
+                "has no partner"
+            )
+        out[comm] = [per[q] for q in comm]
+    return out
+
+
 def logical_trace(events: Sequence[Event]) -> LogicalTrace:
     """Check the events, match the messages and give every event its logical time."""
     check_events(events)
     send_of = match_messages(events)
     ranks = by_rank(events)
-    colls = [[i for i in idx if events[i].kind == "collective"] for idx in ranks]
-    counts = {len(c) for c in colls}
-    if len(counts) > 1:
-        held = ", ".join(f"rank {r}: {len(c)}" for r, c in enumerate(colls))
-        raise TraceError(f"the ranks hold different numbers of collectives ({held})")
+    colls = match_collectives(events, ranks)
+    comm_of = {i: comm for comm, per in colls.items() for mine in per for i in mine}
     time = [0] * len(events)  # 0 = not yet assigned
     clock = [0] * len(ranks)
     pos = [0] * len(ranks)
-    ncoll = [0] * len(ranks)
-    arrived: dict[int, int] = defaultdict(int)  # collective number -> ranks waiting at it
+    ncoll: list[dict[Ranks, int]] = [defaultdict(int) for _ in ranks]  # done per communicator
+    arrived: dict[tuple[Ranks, int], int] = defaultdict(int)  # (comm, k) -> ranks waiting at it
     waiting = [False] * len(ranks)
     left = len(events)
     while left:
@@ -97,20 +131,25 @@ def logical_trace(events: Sequence[Event]) -> LogicalTrace:
                             break
                         time[i] = max(clock[r], time[s]) + 1
                     elif e.kind == "collective":
-                        k = ncoll[r]
+                        # every rank of the communicator waits here, at its k-th on it (a
+                        # rank stops at its first unassigned event), so their clocks are
+                        # their predecessors' times
+                        comm = comm_of[i]
+                        k = ncoll[r][comm]
                         if not waiting[r]:
                             waiting[r] = True
-                            arrived[k] += 1
+                            arrived[(comm, k)] += 1
                             progressed = True
-                        if arrived[k] < len(ranks):
+                        if arrived[(comm, k)] < len(comm):
                             break
-                        t = 1 + max(clock[q] for q in range(len(ranks)))
-                        for q in range(len(ranks)):
-                            time[colls[q][k]] = t
+                        t = 1 + max(clock[q] for q in comm)
+                        for mine in colls[comm]:
+                            time[mine[k]] = t
+                        del arrived[(comm, k)]
                     else:
                         time[i] = clock[r] + 1
                 if e.kind == "collective":
-                    ncoll[r] += 1
+                    ncoll[r][comm_of[i]] += 1
                     waiting[r] = False
                 clock[r] = time[i]
                 pos[r] += 1
@@ -132,8 +171,15 @@ def _stuck(
         if pos[r] < len(idx):
             e = events[idx[pos[r]]]
             what = f"receive from rank {e.peer}" if e.kind == "recv" else e.kind
+            if e.kind == "collective":
+                comm = communicator(e, len(ranks))
+                what += " over all ranks" if comm is None else f" over ranks {_names(comm)}"
             parts.append(f"rank {r} waits at {e.where} ({what})")
     return "; ".join(parts)
+
+
+def _names(comm: Ranks) -> str:
+    return ",".join(map(str, comm))
 
 
 def _peer(e: Event) -> int:

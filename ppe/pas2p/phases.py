@@ -4,7 +4,8 @@ The logical trace is cut at the anchor rank's compute bursts (the lowest rank th
 every event of rank 0 when no rank computes): a *segment* runs from one anchor burst's logical
 time up to the next's and holds every rank's events logically in between. Two segments are the
 same phase when every rank did the same thing in them, in the same order (kind, peer relative
-to the rank, bytes; tags left out, so a code's two identical half-steps are one phase) and
+to the rank, bytes, a collective's communicator when it is not all ranks; tags left out, so a
+code's two identical half-steps are one phase) and
 their compute volumes (the segment's seconds of compute bursts, all ranks) are not parted by a
 gap: sorted by volume, a segment more than ``tolerance`` (relative) above the previous one of
 its pattern starts a new phase. Jitter spreads volumes without gaps and stays one phase; a
@@ -24,12 +25,13 @@ from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from ppe.pas2p.events import Event
+from ppe.pas2p.events import Event, communicator
 from ppe.pas2p.logical import LogicalTrace
 
 __all__ = ["Occurrence", "Phase", "Signature", "signature"]
 
-Token = tuple[str, int | None, int]  # kind, peer - rank, bytes
+#: kind, peer - rank, bytes, a collective's ranks when not all of them
+Token = tuple[str, int | None, int, tuple[int, ...] | None]
 Key = tuple[tuple[int, tuple[Token, ...]], ...]
 
 
@@ -91,15 +93,20 @@ class Phase:
         return math.fsum(self.times)
 
     def pattern(self) -> str:
-        """Short description: each rank's events, e.g. ``r0: compute recv(+1,2416B)``."""
+        """Short description: each rank's events, e.g. ``r0: compute recv(+1,2416B)``; a
+        collective on a sub-communicator names its ranks: ``collective[0,2]``."""
         parts = []
         for rank, tokens in self.key:
-            words = [
-                kind if peer is None else f"{kind}({peer:+d},{nbytes}B)"
-                for kind, peer, nbytes in tokens
-            ]
+            words = [_word(token) for token in tokens]
             parts.append(f"r{rank}: " + " ".join(words))
         return "; ".join(parts)
+
+
+def _word(token: Token) -> str:
+    kind, peer, nbytes, comm = token
+    if peer is not None:
+        return f"{kind}({peer:+d},{nbytes}B)"
+    return kind if comm is None else f"{kind}[{','.join(map(str, comm))}]"
 
 
 @dataclass(frozen=True)
@@ -149,7 +156,8 @@ def signature(trace: LogicalTrace, keep: float = 0.99, tolerance: float = 0.5) -
     for r_idx in trace.ranks:
         for i in r_idx:
             members[bisect_right(ticks, trace.time[i])].append(i)
-    shapes = [_shape(events, idx) if idx else None for idx in members]
+    size = len(trace.ranks)
+    shapes = [_shape(events, idx, size) if idx else None for idx in members]
     label = _cluster(shapes, tolerance)
     phases: list[Phase] = []
     phase_of: dict[int, Phase] = {}
@@ -205,14 +213,14 @@ def _anchors(trace: LogicalTrace) -> tuple[int, list[int]]:
     return 0, list(trace.ranks[0])
 
 
-def _shape(events: Sequence[Event], idx: list[int]) -> tuple[Key, list[float]]:
+def _shape(events: Sequence[Event], idx: list[int], size: int) -> tuple[Key, list[float]]:
     """A segment's pattern (per rank, program order) and compute seconds per rank."""
     per: dict[int, list[Token]] = {}
     volume: dict[int, float] = {}
     for i in sorted(idx):  # program order within each rank
         e = events[i]
         peer = None if e.peer is None else e.peer - e.rank
-        per.setdefault(e.rank, []).append((e.kind, peer, e.nbytes))
+        per.setdefault(e.rank, []).append((e.kind, peer, e.nbytes, communicator(e, size)))
         if e.kind == "compute":
             volume[e.rank] = volume.get(e.rank, 0.0) + e.duration
     key = tuple((r, tuple(per[r])) for r in sorted(per))

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from ppe.pas2p import logical_trace, read_traces, signature
+from ppe.pas2p.replay_plan import communicators, replay_plan
 from tests.apps.conftest import RANK_CWD, SorRun, mpiexec, sor_env
-from tests.pas2p.test_pas2p_formats import _write_otf2
+from tests.pas2p.test_pas2p_formats import _write_otf2, _write_otf2_sub
 
 pytestmark = pytest.mark.slow
 
@@ -61,6 +62,26 @@ def test_an_otf2_trace_replays(tmp_path: Path) -> None:
     s = run.summary
     assert sorted(p["id"] for p in s["phases"]) == sorted(sig.kept) == [0, 1, 2]
     assert all(p["runs"] == 1 for p in s["phases"])  # each occurs once: replayed once
+    assert s["left_out_s"] == 0
+    low, high = s["interval_s"]
+    assert math.isfinite(s["predicted_s"]) and low <= s["predicted_s"] <= high
+
+
+def test_an_otf2_trace_with_a_sub_communicator_replays(tmp_path: Path) -> None:
+    """Three ranks; ranks 0 and 2 allreduce on their own communicator while rank 1 computes,
+    then all allreduce. Run on the world, the pair's allreduce would wait for rank 1 forever
+    (or mix with the world one): the job would time out or fail."""
+    _write_otf2_sub(tmp_path / "arch")
+    anchor = str(tmp_path / "arch" / "traces.otf2")
+    trace = logical_trace(read_traces([anchor], "otf2"))
+    sig = signature(trace, keep=1.0)
+    plans = replay_plan(sig, trace)
+    assert communicators(plans) == [(0, 2)]
+    assert any(("collective", 16, (0, 2)) in p.actions[2] for p in plans)
+    run = run_replay(3, anchor, "--format", "otf2", "--keep", "1", "--repeats", "2", timeout=60)
+    assert run.code == 0, run.stderr
+    s = run.summary
+    assert sorted(p["id"] for p in s["phases"]) == sorted(sig.kept)
     assert s["left_out_s"] == 0
     low, high = s["interval_s"]
     assert math.isfinite(s["predicted_s"]) and low <= s["predicted_s"] <= high

@@ -17,9 +17,18 @@ def ev(
     peer: int | None = None,
     tag: int | None = None,
     nbytes: int = 0,
+    members: tuple[int, ...] | None = None,
 ) -> Event:
     return Event(
-        rank, kind, peer, nbytes, tag, start, start if end is None else end, f"r{rank}@{start}"
+        rank,
+        kind,
+        peer,
+        nbytes,
+        tag,
+        start,
+        start if end is None else end,
+        f"r{rank}@{start}",
+        members,
     )
 
 

@@ -165,3 +165,177 @@ def test_not_an_otf2_archive(tmp_path: Path) -> None:
         read_otf2(bogus)
     with pytest.raises(TraceError, match="no such OTF2 anchor file"):
         read_otf2(tmp_path / "missing.otf2")
+
+
+def _write_otf2_sub(path: Path) -> None:
+    """Three ranks. Ranks 0 and 2 allreduce 16 bytes on a sub-communicator whose group lists
+    rank 2 first (so its rank 0 is world rank 2), then rank 0 sends 800 bytes to its
+    sub-rank 0 (world 2); rank 1 computes meanwhile; all allreduce 8 bytes on the world."""
+    otf2 = pytest.importorskip(
+        "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
+    )
+    from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
+
+    with otf2.writer.open(str(path), timer_resolution=1000) as trace:  # milliseconds
+        d = trace.definitions
+        node = d.system_tree_node("node")
+        locs = [
+            d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
+            for r in range(3)
+        ]
+        d.group(
+            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
+        )
+        world = d.group(
+            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
+        )
+        pair = d.group(
+            "pair", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[2, 0]
+        )
+        comm = d.comm("MPI_COMM_WORLD", group=world)
+        sub = d.comm("pair comm", group=pair, parent=comm)
+        main = d.region("main")
+        send = d.region("MPI_Send", region_role=RegionRole.POINT2POINT)
+        recv = d.region("MPI_Recv", region_role=RegionRole.POINT2POINT)
+        allreduce = d.region("MPI_Allreduce", region_role=RegionRole.COLL_ALL2ALL)
+        w0, w1, w2 = (trace.event_writer_from_location(loc) for loc in locs)
+        for w in (w0, w1, w2):
+            w.enter(0, main)
+        for w in (w0, w2):
+            w.enter(100, allreduce)
+            w.mpi_collective_begin(100)
+            w.mpi_collective_end(150, CollectiveOp.ALLREDUCE, sub, 0, 16, 16)
+            w.leave(150, allreduce)
+        w0.enter(200, send)
+        w0.mpi_send(201, 0, sub, 5, 800)  # sub-rank 0: world rank 2
+        w0.leave(202, send)
+        w2.enter(200, recv)
+        w2.mpi_recv(209, 1, sub, 5, 800)  # from sub-rank 1: world rank 0
+        w2.leave(210, recv)
+        for w in (w0, w1, w2):
+            w.enter(300, allreduce)
+            w.mpi_collective_begin(300)
+            w.mpi_collective_end(350, CollectiveOp.ALLREDUCE, comm, 0, 8, 8)
+            w.leave(350, allreduce)
+            w.leave(400, main)
+
+
+def test_otf2_sub_communicator_collective_round_trip(tmp_path: Path) -> None:
+    _write_otf2_sub(tmp_path / "arch")
+    events = read_otf2(tmp_path / "arch")
+    got = [
+        (e.rank, e.kind, e.peer, e.nbytes, e.members, round(e.start, 6), round(e.end, 6))
+        for e in events
+    ]
+    assert got == [
+        (0, "compute", None, 0, None, 0.0, 0.1),
+        (0, "collective", None, 16, (0, 2), 0.1, 0.15),
+        (0, "compute", None, 0, None, 0.15, 0.2),
+        (0, "send", 2, 800, None, 0.2, 0.202),
+        (0, "compute", None, 0, None, 0.202, 0.3),
+        (0, "collective", None, 8, None, 0.3, 0.35),
+        (1, "compute", None, 0, None, 0.0, 0.3),
+        (1, "collective", None, 8, None, 0.3, 0.35),
+        (2, "compute", None, 0, None, 0.0, 0.1),
+        (2, "collective", None, 16, (0, 2), 0.1, 0.15),
+        (2, "compute", None, 0, None, 0.15, 0.2),
+        (2, "recv", 0, 800, None, 0.2, 0.21),
+        (2, "compute", None, 0, None, 0.21, 0.3),
+        (2, "collective", None, 8, None, 0.3, 0.35),
+    ]
+    # r0: 1, pair 2, 3, send 4, 5 | r1: 1 | r2: 1, pair 2, 3, recv 5, 6 | world 1 + 6 = 7
+    assert logical_trace(events).time == [1, 2, 3, 4, 5, 7, 1, 7, 1, 2, 3, 5, 6, 7]
+
+
+def test_sor_lines_carry_a_collectives_members(tmp_path: Path) -> None:
+    (tmp_path / "t.0").write_text(
+        _line(kind="collective", members=[2, 0], start=1.0, end=1.5)
+        + _line(kind="collective", start=2.0, end=2.5)
+    )
+    (tmp_path / "t.1").write_text(_line(rank=1, kind="collective", start=2.0, end=2.5))
+    (tmp_path / "t.2").write_text(
+        _line(rank=2, kind="collective", members=[0, 2], start=1.0, end=1.5)
+        + _line(rank=2, kind="collective", members=None, start=2.0, end=2.5)
+    )
+    events = read_sor([tmp_path / f"t.{r}" for r in range(3)])
+    assert [e.members for e in events] == [(0, 2), None, None, (0, 2), None]
+    assert logical_trace(events).time == [1, 2, 2, 1, 2]
+
+
+@pytest.mark.parametrize(
+    ("item", "message"),
+    [
+        ({"kind": "collective", "members": 2}, r"t\.0:1: members must be a list of integer"),
+        ({"kind": "collective", "members": [0, "1"]}, "members must be a list of integer ranks"),
+        ({"kind": "collective", "members": [0, True]}, "members must be a list of integer ranks"),
+        ({"kind": "compute", "members": [0]}, r"t\.0:1: members are for collectives only"),
+    ],
+)
+def test_bad_members_name_file_and_line(
+    tmp_path: Path, item: dict[str, object], message: str
+) -> None:
+    (tmp_path / "t.0").write_text(_line(**item))
+    with pytest.raises(TraceError, match=message):
+        read_sor([tmp_path / "t.0"])
+
+
+def test_otf2_sub_communicator_through_the_command(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The analysis JSON keeps its shape (the sub-communicator shows in the pattern only), so
+    the service's schema and the execution plan take it as they take older ones."""
+    from ppe.cli import main
+    from ppe.pas2p.execution import execution_plan
+    from ppe.service.schemas_phase_signatures import AnalysisIn
+
+    _write_otf2_sub(tmp_path / "arch")
+    anchor = str(tmp_path / "arch" / "traces.otf2")
+    assert main(["pas2p", "analyze", anchor, "--format", "otf2", "--json", "--keep", "1"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["ranks"] == 3
+    assert report["traced_s"] == pytest.approx(0.35)
+    patterns = [p["pattern"] for p in report["phases"]]
+    assert sum(p.count("collective[0,2]") for p in patterns) == 2  # ranks 0 and 2, once
+    AnalysisIn.model_validate(report)
+    assert sorted(p.id for p in execution_plan(report).phases) == sorted(report["signature"])
+
+
+def test_otf2_comm_self_collective_is_each_ranks_own(tmp_path: Path) -> None:
+    """A COMM_SELF group lists no members: each rank's collective on it is over itself."""
+    otf2 = pytest.importorskip(
+        "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
+    )
+    from otf2.enums import CollectiveOp, GroupType, Paradigm
+
+    with otf2.writer.open(str(tmp_path / "arch"), timer_resolution=1000) as trace:
+        d = trace.definitions
+        node = d.system_tree_node("node")
+        locs = [
+            d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
+            for r in range(2)
+        ]
+        d.group(
+            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
+        )
+        world = d.group(
+            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
+        )
+        alone = d.group("self", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI, members=[])
+        comm = d.comm("MPI_COMM_WORLD", group=world)
+        self_comm = d.comm("MPI_COMM_SELF", group=alone)
+        for r, loc in enumerate(locs):
+            w = trace.event_writer_from_location(loc)
+            w.mpi_collective_begin(10 * r)  # rank 1 comes later to its own
+            w.mpi_collective_end(10 * r + 5, CollectiveOp.BARRIER, self_comm, 0, 0, 0)
+            w.mpi_collective_begin(30)
+            w.mpi_collective_end(40, CollectiveOp.BARRIER, comm, 0, 0, 0)
+    events = read_otf2(tmp_path / "arch")
+    assert [(e.rank, e.kind, e.members) for e in events] == [
+        (0, "collective", (0,)),
+        (0, "compute", None),
+        (0, "collective", None),
+        (1, "collective", (1,)),
+        (1, "compute", None),
+        (1, "collective", None),
+    ]
+    assert logical_trace(events).time == [1, 2, 3, 1, 2, 3]

@@ -10,8 +10,8 @@ from dataclasses import replace
 
 import pytest
 
-from ppe.pas2p import logical_trace, read_sor, signature
-from tests.pas2p.conftest import DATA, bsp
+from ppe.pas2p import Event, logical_trace, read_sor, signature
+from tests.pas2p.conftest import DATA, bsp, ev
 
 
 def test_planted_period_and_weights() -> None:
@@ -96,3 +96,30 @@ def test_real_sor_trace_fixture() -> None:
     assert sig.kept_share >= 0.99
     assert abs(sig.error) < 0.03
     assert sig.total == pytest.approx(1.6238, abs=1e-3)
+
+
+def test_the_communicator_of_a_collective_parts_phases() -> None:
+    """Three ranks, six steps of one burst and one collective each: even steps over all ranks,
+    odd ones over ranks 0 and 1 with rank 2 alone on its own. Without members the six steps
+    look alike; with them they are two phases, and the pattern names the sub-communicators."""
+    per: dict[int, list[Event]] = {0: [], 1: [], 2: []}
+    t = 0.0
+    for k in range(6):
+        for r in range(3):
+            comm = None if k % 2 == 0 else (0, 1) if r < 2 else (2,)
+            per[r] += [
+                ev(r, "compute", t, t + 1e-3),
+                ev(r, "collective", t + 1e-3, t + 1.1e-3, nbytes=8, members=comm),
+            ]
+        t += 1.1e-3
+    events = per[0] + per[1] + per[2]
+    sig = signature(logical_trace(events), keep=1.0)
+    assert [(p.weight, p.steps) for p in sig.phases] == [(3, [0, 2, 4]), (3, [1, 3, 5])]
+    assert sig.phases[0].pattern() == (
+        "r0: compute collective; r1: compute collective; r2: compute collective"
+    )
+    assert sig.phases[1].pattern() == (
+        "r0: compute collective[0,1]; r1: compute collective[0,1]; r2: compute collective[2]"
+    )
+    alike = signature(logical_trace([replace(e, members=None) for e in events]), keep=1.0)
+    assert [p.weight for p in alike.phases] == [6]

@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 
 from ppe.pas2p import Event, logical_trace, signature
-from ppe.pas2p.replay_plan import replay_plan
+from ppe.pas2p.replay_plan import communicators, replay_plan
 from tests.pas2p.conftest import bsp, ev
 
 B = 64  # bytes of every message
@@ -128,3 +128,51 @@ def test_only_kept_phases_in_signature_order() -> None:
     sig = signature(trace, keep=0.5)
     assert [p.id for p in replay_plan(sig, trace)] == sig.kept
     assert len(sig.kept) < len(sig.phases)
+
+
+def test_collectives_take_their_size_per_communicator() -> None:
+    """Three ranks, one burst each, then collectives on three communicators interleaved:
+    ranks 0 and 2 twice on theirs (16 and 64 bytes on rank 0, 32 and 8 on rank 2), ranks 0
+    and 1 once (100 and 50), then all ranks (8, none, 4). Each call gets the largest size its
+    own ranks recorded for it; taking the k-th collective of every rank would mix them."""
+    pair02, pair01 = (0, 2), (0, 1)
+    events = [
+        ev(0, "compute", 0.0, 1.0),
+        ev(0, "collective", 1.0, 1.1, nbytes=16, members=pair02),
+        ev(0, "collective", 1.1, 1.2, nbytes=100, members=pair01),
+        ev(0, "collective", 1.2, 1.3, nbytes=64, members=pair02),
+        ev(0, "collective", 1.3, 1.4, nbytes=8),
+        ev(1, "compute", 0.0, 1.0),
+        ev(1, "collective", 1.1, 1.2, nbytes=50, members=pair01),
+        ev(1, "collective", 1.3, 1.4),
+        ev(2, "compute", 0.0, 1.0),
+        ev(2, "collective", 1.0, 1.1, nbytes=32, members=pair02),
+        ev(2, "collective", 1.2, 1.3, nbytes=8, members=pair02),
+        ev(2, "collective", 1.3, 1.4, nbytes=4),
+    ]
+    trace = logical_trace(events)
+    sig = signature(trace, keep=1.0)
+    [plan] = replay_plan(sig, trace)
+    assert plan.actions == [
+        [
+            ("compute", 1.0),
+            ("collective", 32, pair02),
+            ("collective", 100, pair01),
+            ("collective", 64, pair02),
+            ("collective", 8),
+        ],
+        [("compute", 1.0), ("collective", 100, pair01), ("collective", 8)],
+        [
+            ("compute", 1.0),
+            ("collective", 32, pair02),
+            ("collective", 64, pair02),
+            ("collective", 8),
+        ],
+    ]
+    assert plan.before == plan.after == [[], [], []]
+    assert communicators([plan]) == [pair01, pair02]
+
+
+def test_no_sub_communicators_without_members() -> None:
+    trace = logical_trace(halo_trace())
+    assert communicators(replay_plan(signature(trace, keep=1.0), trace)) == []

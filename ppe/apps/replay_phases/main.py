@@ -3,7 +3,9 @@
 Rank 0 reads and analyses the traces (``ppe.pas2p``), hands every rank its part of each kept
 phase's typical occurrence (``ppe.pas2p.replay_plan``), and the ranks replay them: compute
 bursts as calibrated busy work (``busy.py``), messages with the recorded peers, sizes and tags,
-collectives as an allreduce of the recorded size (a barrier for none). Each replay is timed on
+collectives as an allreduce of the recorded size (a barrier for none) on their communicator:
+all ranks, or a sub-communicator of the ranks the trace gave, created once at the start for
+each such set. Each replay is timed on
 the anchor rank as the trace timed its segments, and the weighted sum of the phases' times
 predicts the run (``ppe.pas2p.execution.predict``).
 """
@@ -27,13 +29,16 @@ from ppe.apps.replay_phases.busy import KERNEL, Busy
 from ppe.malloc import keep_heap
 from ppe.pas2p import FORMATS, TraceError, logical_trace, read_traces, signature
 from ppe.pas2p.execution import SETUP, ExecutionPlan, execution_plan, predict
-from ppe.pas2p.replay_plan import Action, replay_plan
+from ppe.pas2p.replay_plan import Action, communicators, replay_plan
 from ppe.pas2p.report import to_dict
 
 EXIT_BAD_INPUT = 2
 
 #: Per phase id: this rank's (before, actions, after).
 RankPart = dict[int, tuple[list[Action], list[Action], list[Action]]]
+#: What rank 0 hands everyone: the plan, the anchor rank, the sub-communicators (sorted ranks
+#: each) and each rank's part.
+Job = tuple[ExecutionPlan, int, list[tuple[int, ...]], list[RankPart]]
 
 
 def parser() -> argparse.ArgumentParser:
@@ -96,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rank == 0:
             say(problem)
         return EXIT_BAD_INPUT
-    job: tuple[ExecutionPlan, int, list[RankPart]] | None = None
+    job: Job | None = None
     error = None
     if rank == 0:
         try:
@@ -108,11 +113,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         if rank == 0:
             say(error)
         return EXIT_BAD_INPUT
-    plan, anchor, parts = job if job is not None else (None, 0, [])
+    plan, anchor, subs, parts = job if job is not None else (None, 0, [], [])
     plan = comm.bcast(plan, root=0)
     anchor = comm.bcast(anchor, root=0)
+    subs = comm.bcast(subs, root=0)
     part: RankPart = comm.scatter(parts if rank == 0 else None, root=0)
     assert plan is not None
+    comms = sub_communicators(comm, subs)
     busy = Busy()
     rate = args.rate
     source = "given"
@@ -121,13 +128,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         source = "measured here"
     try:
         start = time.perf_counter()
-        times = replay(comm, plan, part, busy, rate)
+        times = replay(comm, plan, part, busy, rate, comms)
         cost = time.perf_counter() - start
         everyone = comm.gather(times, root=0)
     except Exception as exc:  # one rank failed: stop the whole job
         say(f"rank {rank} failed: {type(exc).__name__}: {exc}")
         comm.Abort(1)
         return 1
+    for sub in comms.values():
+        sub.Free()
     if rank == 0:
         assert everyone is not None
         print(json.dumps(result(args, plan, everyone[anchor], cost, rate, source)), flush=True)
@@ -142,9 +151,9 @@ def measure_rate(comm: MPI.Comm, busy: Busy) -> tuple[float, list[float]]:
     return float(statistics.median(rates)), rates
 
 
-def analyse(args: argparse.Namespace, size: int) -> tuple[ExecutionPlan, int, list[RankPart]]:
-    """Rank 0's part: the traces' signature, its execution plan, the anchor rank and each
-    rank's actions per kept phase."""
+def analyse(args: argparse.Namespace, size: int) -> Job:
+    """Rank 0's part: the traces' signature, its execution plan, the anchor rank, the
+    sub-communicators the kept phases' collectives need and each rank's actions per phase."""
     events = read_traces(args.traces, args.format)
     trace = logical_trace(events)
     sig = signature(trace, args.keep, args.tolerance)
@@ -161,7 +170,22 @@ def analyse(args: argparse.Namespace, size: int) -> tuple[ExecutionPlan, int, li
         bad = next(e for e in events if e.tag is not None and not 0 <= e.tag <= bound)
         raise TraceError(f"{bad.where}: tag {bad.tag} is beyond this MPI's tags (0..{bound})")
     parts: list[RankPart] = [{p.id: p.for_rank(r) for p in phases} for r in range(size)]
-    return plan, sig.anchor_rank, parts
+    return plan, sig.anchor_rank, communicators(phases), parts
+
+
+def sub_communicators(
+    comm: MPI.Comm, subs: list[tuple[int, ...]]
+) -> dict[tuple[int, ...], MPI.Comm]:
+    """This rank's communicator for each set of ranks it belongs to. Every rank splits the
+    world once per set, in the order rank 0 gave (``Split`` is collective over all of them,
+    so no order of creation can deadlock); ranks outside a set get no communicator for it."""
+    rank = comm.Get_rank()
+    out: dict[tuple[int, ...], MPI.Comm] = {}
+    for members in subs:
+        sub = comm.Split(0 if rank in members else MPI.UNDEFINED, key=rank)
+        if rank in members:
+            out[members] = sub
+    return out
 
 
 def schedule(plan: ExecutionPlan) -> list[tuple[int, bool]]:
@@ -172,9 +196,16 @@ def schedule(plan: ExecutionPlan) -> list[tuple[int, bool]]:
 
 
 def replay(
-    comm: MPI.Comm, plan: ExecutionPlan, part: RankPart, busy: Busy, rate: float
+    comm: MPI.Comm,
+    plan: ExecutionPlan,
+    part: RankPart,
+    busy: Busy,
+    rate: float,
+    comms: dict[tuple[int, ...], MPI.Comm] | None = None,
 ) -> dict[int, list[float]]:
-    """Replay the schedule; this rank's seconds per phase, timed replays only."""
+    """Replay the schedule; this rank's seconds per phase, timed replays only. ``comms``: the
+    sub-communicators, by their ranks, for collectives that name them."""
+    comms = comms or {}
     largest = max((_bytes(a) for acts in part.values() for seq in acts for a in seq), default=0)
     out_buf = np.zeros(largest, dtype=np.uint8)
     in_buf = np.empty(largest, dtype=np.uint8)
@@ -192,11 +223,13 @@ def replay(
                 pending.append(_isend(comm, out_buf, a))
             elif a[0] == "recv":
                 _recv(comm, in_buf, a)
-            elif int(a[1]) == 0:
-                comm.Barrier()
             else:
+                on = comm if len(a) == 2 else comms[a[2]]  # type: ignore[index]
                 n = int(a[1])
-                comm.Allreduce([out_buf[:n], MPI.BYTE], [red_buf[:n], MPI.BYTE], op=MPI.BOR)
+                if n == 0:
+                    on.Barrier()
+                else:
+                    on.Allreduce([out_buf[:n], MPI.BYTE], [red_buf[:n], MPI.BYTE], op=MPI.BOR)
         took = time.perf_counter() - t0
         for a in after:
             _recv(comm, in_buf, a)
