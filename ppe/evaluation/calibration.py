@@ -9,10 +9,15 @@ availability over the segment's time window. So each segment measures
 
     benchmark = compute_s * share / (rows * n * iterations)
 
-where ``share`` is the fraction of the CPU the application got: what the sensors read over the
-window. While the application's processes run on a measured CPU, the sensor reports the share
-they achieved (plus the idle time they left), not what a new process would get
-(``sensors/cpu.py``): the application is never its own competitor in the readings.
+where ``share`` is the fraction of the CPU the application got inside its compute bursts.
+Ranks that report their thread's CPU time over those bursts (``cpu_s``, ppe-sor does) measure
+it exactly: ``share = cpu_s / compute_s``, so ``benchmark = cpu_s / elements``. Otherwise it is
+what the sensors read over the window. While the application's processes run on a measured
+CPU, the sensor reports the share they achieved (plus the idle time they left), not what a new
+process would get (``sensors/cpu.py``): the application is never its own competitor in the
+readings. But that window holds the halo waits too, where the rank leaves its core to the
+other load or polls beside it, not only the bursts: the CPU time is the better witness
+(docs/runs.md, "Calibration").
 
 One estimate per run (its segments pooled: compute-weighted), then the mean over runs with its
 standard error and a Student-t interval: runs are the independent repetitions, segments of one
@@ -46,6 +51,7 @@ class Segment:
     start: float
     end: float
     compute_s: float
+    cpu_s: float | None = None  # the rank's CPU time inside the compute bursts, if reported
 
     @property
     def work(self) -> float:
@@ -62,6 +68,7 @@ class RunEstimate:
     share: float
     segments: int
     started: float
+    share_source: str = "sensors"  # "cpu time" (the ranks' own clocks), "sensors" or "both"
 
 
 @dataclass(frozen=True)
@@ -108,20 +115,36 @@ def app_share(reading: float) -> float:
     return min(max(reading, 0.0), 1.0)
 
 
+def cpu_share(segment: Segment) -> float | None:
+    """The share of its core the rank's own CPU clock measured over its compute bursts, within
+    [0, 1]; None when the report carries no CPU time (the sensors must say)."""
+    if segment.cpu_s is None or not segment.compute_s > 0:
+        return None
+    return min(max(segment.cpu_s / segment.compute_s, 0.0), 1.0)
+
+
 def run_estimate(segments: Sequence[Segment], shares: Sequence[float]) -> RunEstimate | None:
-    """Pool one run's segments: compute seconds at full speed over elements updated."""
-    used = [(s, a) for s, a in zip(segments, shares, strict=True) if s.work > 0 and a > 0]
+    """Pool one run's segments: compute seconds at full speed over elements updated.
+    ``shares`` are the sensors' (per segment); a segment's own CPU time comes first."""
+    measured = [cpu_share(s) for s in segments]
+    used = [
+        (s, a if m is None else m, m is not None)
+        for s, a, m in zip(segments, shares, measured, strict=True)
+        if s.work > 0 and (a if m is None else m) > 0
+    ]
     if not used:
         return None
-    work = sum(s.work for s, _ in used)
-    dedicated = sum(s.compute_s * a for s, a in used)
-    spent = sum(s.compute_s for s, _ in used)
+    work = sum(s.work for s, _, _ in used)
+    dedicated = sum(s.compute_s * a for s, a, _ in used)
+    spent = sum(s.compute_s for s, _, _ in used)
+    clocks = {by_clock for _, _, by_clock in used}
     return RunEstimate(
         run_id=used[0][0].run_id,
         benchmark=dedicated / work,
         share=dedicated / spent if spent > 0 else 1.0,
         segments=len(used),
-        started=min(s.start for s, _ in used),
+        started=min(s.start for s, _, _ in used),
+        share_source="both" if len(clocks) == 2 else "cpu time" if True in clocks else "sensors",
     )
 
 

@@ -31,6 +31,7 @@ from ppe.evaluation.calibration import (
     Transfer,
     app_share,
     calibrate,
+    cpu_share,
     fit_link,
     run_estimate,
     window_mean,
@@ -104,6 +105,7 @@ def segments_of(run: ReportedRun, host: str) -> list[Segment]:
                         start=_number(seg["start"]),
                         end=_number(seg["end"]),
                         compute_s=_number(seg["compute_s"]),
+                        cpu_s=_number(seg["cpu_s"]) if seg.get("cpu_s") is not None else None,
                     )
                 )
     except (KeyError, TypeError, ValueError, AttributeError):
@@ -123,11 +125,10 @@ def host_calibration(
     estimates = []
     for run in runs:
         segments = segments_of(run, host)
-        shares = []
-        for seg in segments:
-            samples = cpu_samples(session, host, seg.start - SAMPLE_PAD_S, seg.end + SAMPLE_PAD_S)
-            reading = window_mean(samples, seg.start, seg.end)
-            shares.append(0.0 if reading is None else app_share(reading))
+        shares = [
+            0.0 if cpu_share(seg) is not None else sensor_share(session, host, seg)
+            for seg in segments
+        ]  # a segment with its own CPU time needs no sensor reading (run_estimate takes it)
         est = run_estimate(segments, shares) if segments else None
         if est is not None:
             estimates.append(est)
@@ -139,6 +140,13 @@ def host_calibration(
         runs_read=len(runs),
         unusable=len(runs) - len(estimates),
     )
+
+
+def sensor_share(session: Session, host: str, seg: Segment) -> float:
+    """The application's share over the segment as the host's sensor read it (0: unread)."""
+    samples = cpu_samples(session, host, seg.start - SAMPLE_PAD_S, seg.end + SAMPLE_PAD_S)
+    reading = window_mean(samples, seg.start, seg.end)
+    return 0.0 if reading is None else app_share(reading)
 
 
 def configured_benchmark(properties: Mapping[str, Any]) -> float | None:

@@ -13,6 +13,7 @@ from ppe.evaluation.calibration import (
     Segment,
     app_share,
     calibrate,
+    cpu_share,
     run_estimate,
     window_mean,
 )
@@ -51,6 +52,24 @@ def test_run_estimate_pools_segments_by_work() -> None:
     assert est.benchmark == pytest.approx(2e-8)
     assert est.share == pytest.approx(0.4 / 0.5) and est.segments == 2
     assert run_estimate([a], [0.0]) is None
+
+
+def test_a_segment_s_own_cpu_time_comes_before_the_sensor() -> None:
+    """0.1 s of CPU inside 0.25 s of compute bursts: the rank had 0.4 of its core whatever the
+    sensor read over the window (which holds its halo waits too)."""
+    a = Segment(1, rows=100, n=1000, iterations=50, start=0, end=1, compute_s=0.25, cpu_s=0.1)
+    b = Segment(1, rows=100, n=1000, iterations=50, start=1, end=2, compute_s=0.2)
+    assert cpu_share(a) == pytest.approx(0.4) and cpu_share(b) is None
+    own = run_estimate([a], [0.9])
+    assert own is not None and own.share_source == "cpu time"
+    assert own.benchmark == pytest.approx(0.1 / 5e6) and own.share == pytest.approx(0.4)
+    both = run_estimate([a, b], [0.9, 0.5])
+    assert both is not None and both.share_source == "both"
+    assert both.benchmark == pytest.approx((0.1 + 0.2 * 0.5) / 1e7)
+    assert run_estimate([b], [0.5]).share_source == "sensors"  # type: ignore[union-attr]
+    # a clock that ran longer than the burst (rounding) is a whole core, no more
+    assert cpu_share(Segment(1, 1, 1, 1, 0, 1, compute_s=0.1, cpu_s=0.11)) == 1.0
+    assert run_estimate([Segment(1, 1, 1, 1, 0, 1, compute_s=0.1, cpu_s=0.0)], [0.9]) is None
 
 
 def test_calibrate_mean_standard_error_and_t_interval() -> None:

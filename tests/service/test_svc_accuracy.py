@@ -230,6 +230,23 @@ def test_calibration_by_hand_and_beside_the_configured(env, t0) -> None:  # type
     )
 
 
+def test_calibration_reads_the_ranks_own_cpu_time_before_the_sensors(env, t0) -> None:  # type: ignore[no-untyped-def]
+    """Segments that carry ``cpu_s`` (ppe-sor's do) are calibrated from it: here the rank had
+    half its core in its bursts while the sensor read 1/3 over the window."""
+    values = [2.9e-8, 3.0e-8, 3.1e-8]
+    runs = []
+    for k, b in enumerate(values):
+        run = calibrating_run(t0, k, b, host="h2")
+        for seg in run["report"]["ranks"][0]["segments"]:
+            seg["cpu_s"] = seg["compute_s"] * 0.5
+        runs.append(run)
+    post_runs(env, runs)
+    got = calibration(env, "h2")["calibrated"]
+    assert got["benchmark"] == pytest.approx(3.0e-8 * 0.5 / SHARE)
+    assert {r["share_source"] for r in got["runs"]} == {"cpu time"}
+    assert all(r["share"] == pytest.approx(0.5) for r in got["runs"])
+
+
 def test_calibration_of_a_host_without_runs_and_an_unknown_host(env, t0) -> None:  # type: ignore[no-untyped-def]
     cal = calibration(env, "h3")
     assert cal["calibrated"] is None and cal["used_by_planning"] is None and cal["runs_read"] == 0

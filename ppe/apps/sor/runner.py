@@ -11,7 +11,7 @@ import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
-from time import perf_counter
+from time import perf_counter, thread_time
 from typing import Any
 
 import numpy as np
@@ -62,6 +62,9 @@ class RankStats:
     core: int | None
     iter_s: list[float] = field(default_factory=list)
     compute_s: float = 0.0
+    #: the CPU time the rank's thread got inside its compute bursts: with the wall-clock
+    #: ``compute_s``, the share of the core it really had (calibration reads it)
+    cpu_s: float = 0.0
     comm_s: float = 0.0
     segments: list[dict[str, Any]] = field(default_factory=list)
     #: per neighbour rank: each halo receive's seconds (``ppe.apps.sor.halo`` summarises
@@ -159,11 +162,12 @@ class Rank:
 
     def half(self, colour: int) -> float:
         """One half-sweep (a compute burst) and its halo exchange; returns the burst's seconds."""
-        t0 = now()
+        t0, c0 = now(), thread_time()
         half_sweep(self.u, self.first, colour, self.opts.problem)
-        t1 = now()
+        t1, c1 = now(), thread_time()
         self.tracer.event("compute", t0, t1)
         self.stats.compute_s += t1 - t0
+        self.stats.cpu_s += c1 - c0
         self.stats.comm_s += self.exchange()
         return t1 - t0
 
@@ -208,6 +212,7 @@ class Rank:
                 "first": self.first,
                 "start": now(),
                 "compute_s": self.stats.compute_s,
+                "cpu_s": self.stats.cpu_s,
                 "comm_s": self.stats.comm_s,
             }
         )
@@ -218,6 +223,7 @@ class Rank:
             to=iteration,
             end=now(),
             compute_s=self.stats.compute_s - seg["compute_s"],
+            cpu_s=self.stats.cpu_s - seg["cpu_s"],
             comm_s=self.stats.comm_s - seg["comm_s"],
         )
 

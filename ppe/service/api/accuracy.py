@@ -116,9 +116,12 @@ def get_accuracy(
 class RunEstimateOut(BaseModel):
     run_id: int
     benchmark: float
-    share: float = Field(description="mean CPU share the run got on the host (from its sensor)")
+    share: float = Field(description="mean CPU share the run got on the host in its compute")
     segments: int
     started: float
+    share_source: str = Field(
+        description='"cpu time" (the ranks\' own CPU clocks), "sensors" or "both"'
+    )
 
 
 class CalibratedOut(BaseModel):
@@ -269,6 +272,7 @@ def get_calibration(
                     share=r.share,
                     segments=r.segments,
                     started=r.started,
+                    share_source=r.share_source,
                 )
                 for r in c.runs
             ],
