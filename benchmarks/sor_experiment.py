@@ -9,7 +9,7 @@ crosses load changes), then ``--runs`` rounds of ``mpiexec -n 2 ppe-sor --pin`` 
 every strategy sees the same kind of load. Before the load starts, an offline run on
 the idle cores measures each rank's benchmark on its block strip (compute seconds from
 ``--trace``; a one-rank run over the whole grid is printed beside it); the hosts are registered
-with those. Prints per strategy the mean and median makespan and the coverage of the
+with those, and the strips are measured again once the load has stopped. Prints per strategy the mean and median makespan and the coverage of the
 served intervals, the live accuracy the service computed, and each host's calibrated benchmark
 beside the idle one.
 
@@ -254,6 +254,28 @@ def summarise(outcomes: Sequence[Outcome]) -> None:
         )
 
 
+def print_calibration(
+    calibrated: dict[str, Any], before: Sequence[float], after: Sequence[float]
+) -> None:
+    """Each host's calibrated benchmark beside its idle strip measured before and after."""
+    print("\ncalibrated benchmark (GET /api/v1/resources/{host}/calibration) vs idle strip")
+    for host, b, e in zip(HOSTS, before, after, strict=True):
+        c = calibrated.get(host) or {}
+        cal = c.get("calibrated")
+        if cal is None:
+            print(f"  {host}: no usable runs ({c.get('runs_read', 0)} read)")
+            continue
+        se = cal["std_error"] or 0.0
+        sources = sorted({r["share_source"] for r in cal["runs"]})
+        print(
+            f"  {host}: {cal['benchmark']:.4g} ± {se:.2g} s from {len(cal['runs'])} runs "
+            f"(share from {', '.join(sources)}; mean "
+            f"{statistics.fmean(r['share'] for r in cal['runs']):.2f}); idle strip before "
+            f"{b:.4g} ({cal['benchmark'] / b - 1:+.1%}), after {e:.4g} "
+            f"({cal['benchmark'] / e - 1:+.1%})"
+        )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     p.add_argument("--runs", type=int, default=20, help="runs per strategy (default 20)")
@@ -301,6 +323,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     url = f"http://127.0.0.1:{port}"
     procs = Processes()
     outcomes: list[Outcome] = []
+    calibrated: dict[str, Any] = {}
     try:
         procs.start(
             "ppe serve",
@@ -415,20 +438,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 f"mean rel. error {g['mean_relative_error'] or 0:.1%} "
                 f"actual/predicted {g['mean_ratio'] or 0:.3f}"
             )
-        print("\ncalibrated benchmark (GET /api/v1/resources/{host}/calibration) vs idle strip")
-        for host, idle_host in zip(HOSTS, idle, strict=True):
-            c = client.get(f"/api/v1/resources/{host}/calibration").json()
-            cal = c["calibrated"]
-            if cal is None:
-                print(f"  {host}: no usable runs ({c['runs_read']} read)")
-                continue
-            se = cal["std_error"] or 0.0
-            diff = cal["benchmark"] / idle_host - 1
-            print(
-                f"  {host}: {cal['benchmark']:.4g} ± {se:.2g} s from {len(cal['runs'])} runs; "
-                f"idle strip {idle_host:.4g}: {diff:+.1%}; mean CPU share "
-                f"{statistics.fmean(r['share'] for r in cal['runs']):.2f}"
-            )
+        calibrated = {h: client.get(f"/api/v1/resources/{h}/calibration").json() for h in HOSTS}
         print("\ncalibrated link bandwidth (loopback shared memory; the calibration's bandwidth)")
         bandwidth = client.get(f"/api/v1/resources/{HOSTS[0]}/calibration").json()["bandwidth"]
         for link in bandwidth["links"]:
@@ -445,6 +455,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         client.close()
     finally:
         procs.stop()
+    if outcomes:
+        # this machine's speed drifts (its L3 cache is shared beyond the two cores): the idle
+        # strips again, now that the load has stopped, bracket the runs
+        after = idle_benchmark(a.n, a.iterations, workdir, len(HOSTS))
+        print_calibration(calibrated, idle, after)
     print(f"\nstore and logs: {workdir}")
     return 0 if all(o.error is None for o in outcomes) else 1
 
