@@ -9,7 +9,8 @@ crosses load changes), then ``--runs`` rounds of ``mpiexec -n 2 ppe-sor --pin`` 
 every strategy sees the same kind of load. Before the load starts, an offline run on
 the idle cores measures each rank's benchmark on its block strip (compute seconds from
 ``--trace``; a one-rank run over the whole grid is printed beside it); the hosts are registered
-with those, and the strips are measured again once the load has stopped. Prints per strategy the mean and median makespan and the coverage of the
+with those. The strips are measured again between rounds (``--idle-every``, the load
+generators paused) and after the runs: this machine's speed drifts. Prints per strategy the mean and median makespan and the coverage of the
 served intervals, the live accuracy the service computed, and each host's calibrated benchmark
 beside the idle one.
 
@@ -254,12 +255,25 @@ def summarise(outcomes: Sequence[Outcome]) -> None:
         )
 
 
-def print_calibration(
-    calibrated: dict[str, Any], before: Sequence[float], after: Sequence[float]
-) -> None:
-    """Each host's calibrated benchmark beside its idle strip measured before and after."""
-    print("\ncalibrated benchmark (GET /api/v1/resources/{host}/calibration) vs idle strip")
-    for host, b, e in zip(HOSTS, before, after, strict=True):
+def idle_paused(
+    loadgens: Sequence[subprocess.Popen[bytes]], n: int, iterations: int, workdir: Path
+) -> list[float]:
+    """The idle strips between rounds: the load generators stopped (SIGSTOP) meanwhile."""
+    for gen in loadgens:
+        gen.send_signal(signal.SIGSTOP)
+    try:
+        return idle_benchmark(n, iterations, workdir, len(HOSTS))
+    finally:
+        for gen in loadgens:
+            gen.send_signal(signal.SIGCONT)
+
+
+def print_calibration(calibrated: dict[str, Any], idles: Sequence[Sequence[float]]) -> None:
+    """Each host's calibrated benchmark beside its idle strips, measured before the runs,
+    between rounds and after: this machine's speed drifts (its L3 cache is shared beyond
+    the two cores), so the runs are judged against the idle figures' mean and range."""
+    print("\ncalibrated benchmark (GET /api/v1/resources/{host}/calibration) vs idle strips")
+    for k, host in enumerate(HOSTS):
         c = calibrated.get(host) or {}
         cal = c.get("calibrated")
         if cal is None:
@@ -267,12 +281,14 @@ def print_calibration(
             continue
         se = cal["std_error"] or 0.0
         sources = sorted({r["share_source"] for r in cal["runs"]})
+        idle = [row[k] for row in idles]
+        mean = statistics.fmean(idle)
         print(
             f"  {host}: {cal['benchmark']:.4g} ± {se:.2g} s from {len(cal['runs'])} runs "
             f"(share from {', '.join(sources)}; mean "
-            f"{statistics.fmean(r['share'] for r in cal['runs']):.2f}); idle strip before "
-            f"{b:.4g} ({cal['benchmark'] / b - 1:+.1%}), after {e:.4g} "
-            f"({cal['benchmark'] / e - 1:+.1%})"
+            f"{statistics.fmean(r['share'] for r in cal['runs']):.2f}); idle strips "
+            f"{len(idle)}x, mean {mean:.4g} ({cal['benchmark'] / mean - 1:+.1%}), "
+            f"{min(idle):.4g}..{max(idle):.4g}"
         )
 
 
@@ -288,6 +304,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--warmup", type=float, default=30.0, help="s of sensing before the runs")
     p.add_argument("--traces", type=Path, default=None, help="directory of Bitbrains traces")
     p.add_argument("--keep", type=Path, default=None, help="keep the store and logs here")
+    p.add_argument(
+        "--idle-every", type=int, default=1, help="measure the idle strips every K rounds (0: no)"
+    )
     p.add_argument("--tiny", action="store_true", help="1 run each, a small grid: a smoke test")
     a = p.parse_args(argv)
     if a.tiny:
@@ -324,6 +343,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     procs = Processes()
     outcomes: list[Outcome] = []
     calibrated: dict[str, Any] = {}
+    between: list[list[float]] = []
     try:
         procs.start(
             "ppe serve",
@@ -375,8 +395,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for host, value in zip(HOSTS, idle, strict=True):
             body = {"properties": {"benchmark": value}}
             client.put(f"/api/v1/resources/{host}", json=body).raise_for_status()
+        loadgens = []
         for core, chosen in enumerate((bimodal, steady)):
-            procs.start(
+            gen = procs.start(
                 f"loadgen {core}",
                 python(
                     "-m",
@@ -392,6 +413,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 ),
                 workdir / f"loadgen-{core}.log",
             )
+            loadgens.append(gen)
         print(f"sensing for {a.warmup:g} s under load ...", flush=True)
         time.sleep(a.warmup)
 
@@ -411,6 +433,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             str(a.k),
         ]
         for round_no in range(a.runs):
+            if round_no and a.idle_every and round_no % a.idle_every == 0:
+                between.append(idle_paused(loadgens, a.n, a.iterations, workdir))
+                shown = ", ".join(f"{v:.4g}" for v in between[-1])
+                print(f"idle strips, load paused: {shown} s", flush=True)
             for label, (strategy, replan) in STRATEGIES.items():
                 extra = ["--replan", "--check", str(a.check)] if replan else ["--no-replan"]
                 summary = sor([*common, "--strategy", strategy, *extra], timeout=1800)
@@ -456,10 +482,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         procs.stop()
     if outcomes:
-        # this machine's speed drifts (its L3 cache is shared beyond the two cores): the idle
-        # strips again, now that the load has stopped, bracket the runs
         after = idle_benchmark(a.n, a.iterations, workdir, len(HOSTS))
-        print_calibration(calibrated, idle, after)
+        print_calibration(calibrated, [idle, *between, after])
     print(f"\nstore and logs: {workdir}")
     return 0 if all(o.error is None for o in outcomes) else 1
 
