@@ -4,7 +4,11 @@ from __future__ import annotations
 
 import gzip
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -70,31 +74,61 @@ def test_unknown_format_and_missing_file(tmp_path: Path) -> None:
         read_traces([tmp_path / "x.0"], "sor")
 
 
-def _write_otf2(path: Path) -> None:
+@dataclass
+class _Archive:
+    """An OTF2 archive being written: its definitions, one location per rank, the world
+    communicator and the regions these tests enter."""
+
+    trace: Any
+    defs: Any
+    locs: list[Any]
+    world: Any
+    regions: dict[str, Any]
+    op: Any  # otf2.enums.CollectiveOp
+
+    def writers(self) -> list[Any]:
+        return [self.trace.event_writer_from_location(loc) for loc in self.locs]
+
+    def group(self, name: str, members: list[Any], kind: str = "COMM_GROUP") -> Any:
+        from otf2.enums import GroupType, Paradigm
+
+        return self.defs.group(
+            name, group_type=getattr(GroupType, kind), paradigm=Paradigm.MPI, members=members
+        )
+
+
+@contextmanager
+def _archive(path: Path, ranks: int) -> Iterator[_Archive]:
+    """``ranks`` ranks of one MPI program in milliseconds, written when the block ends."""
     otf2 = pytest.importorskip(
         "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
     )
-    from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
+    from otf2.enums import CollectiveOp, RegionRole
 
-    with otf2.writer.open(str(path), timer_resolution=1000) as trace:  # milliseconds
+    with otf2.writer.open(str(path), timer_resolution=1000) as trace:
         d = trace.definitions
         node = d.system_tree_node("node")
         locs = [
             d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
-            for r in range(2)
+            for r in range(ranks)
         ]
-        d.group(
-            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
-        )
-        world = d.group(
-            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
-        )
-        comm = d.comm("MPI_COMM_WORLD", group=world)
-        main = d.region("main")
-        send = d.region("MPI_Send", region_role=RegionRole.POINT2POINT)
-        recv = d.region("MPI_Recv", region_role=RegionRole.POINT2POINT)
-        allreduce = d.region("MPI_Allreduce", region_role=RegionRole.COLL_ALL2ALL)
-        w0, w1 = (trace.event_writer_from_location(loc) for loc in locs)
+        a = _Archive(trace, d, locs, None, {}, CollectiveOp)
+        a.group("locations", locs, "COMM_LOCATIONS")
+        a.world = d.comm("MPI_COMM_WORLD", group=a.group("world", locs))
+        a.regions = {
+            "main": d.region("main"),
+            "send": d.region("MPI_Send", region_role=RegionRole.POINT2POINT),
+            "recv": d.region("MPI_Recv", region_role=RegionRole.POINT2POINT),
+            "allreduce": d.region("MPI_Allreduce", region_role=RegionRole.COLL_ALL2ALL),
+        }
+        yield a
+
+
+def _write_otf2(path: Path) -> None:
+    with _archive(path, 2) as a:
+        comm, CollectiveOp = a.world, a.op
+        main, send, recv, allreduce = (a.regions[k] for k in ("main", "send", "recv", "allreduce"))
+        w0, w1 = a.writers()
         w0.enter(0, main)
         w1.enter(0, main)
         w0.enter(100, send)
@@ -171,34 +205,11 @@ def _write_otf2_sub(path: Path) -> None:
     """Three ranks. Ranks 0 and 2 allreduce 16 bytes on a sub-communicator whose group lists
     rank 2 first (so its rank 0 is world rank 2), then rank 0 sends 800 bytes to its
     sub-rank 0 (world 2); rank 1 computes meanwhile; all allreduce 8 bytes on the world."""
-    otf2 = pytest.importorskip(
-        "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
-    )
-    from otf2.enums import CollectiveOp, GroupType, Paradigm, RegionRole
-
-    with otf2.writer.open(str(path), timer_resolution=1000) as trace:  # milliseconds
-        d = trace.definitions
-        node = d.system_tree_node("node")
-        locs = [
-            d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
-            for r in range(3)
-        ]
-        d.group(
-            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
-        )
-        world = d.group(
-            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
-        )
-        pair = d.group(
-            "pair", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=[2, 0]
-        )
-        comm = d.comm("MPI_COMM_WORLD", group=world)
-        sub = d.comm("pair comm", group=pair, parent=comm)
-        main = d.region("main")
-        send = d.region("MPI_Send", region_role=RegionRole.POINT2POINT)
-        recv = d.region("MPI_Recv", region_role=RegionRole.POINT2POINT)
-        allreduce = d.region("MPI_Allreduce", region_role=RegionRole.COLL_ALL2ALL)
-        w0, w1, w2 = (trace.event_writer_from_location(loc) for loc in locs)
+    with _archive(path, 3) as a:
+        comm, CollectiveOp = a.world, a.op
+        sub = a.defs.comm("pair comm", group=a.group("pair", [2, 0]), parent=comm)
+        main, send, recv, allreduce = (a.regions[k] for k in ("main", "send", "recv", "allreduce"))
+        w0, w1, w2 = a.writers()
         for w in (w0, w1, w2):
             w.enter(0, main)
         for w in (w0, w2):
@@ -302,29 +313,10 @@ def test_otf2_sub_communicator_through_the_command(
 
 def test_otf2_comm_self_collective_is_each_ranks_own(tmp_path: Path) -> None:
     """A COMM_SELF group lists no members: each rank's collective on it is over itself."""
-    otf2 = pytest.importorskip(
-        "otf2", reason="the otf2 package (PPE's otf2 extra) is not installed"
-    )
-    from otf2.enums import CollectiveOp, GroupType, Paradigm
-
-    with otf2.writer.open(str(tmp_path / "arch"), timer_resolution=1000) as trace:
-        d = trace.definitions
-        node = d.system_tree_node("node")
-        locs = [
-            d.location("main", group=d.location_group(f"rank {r}", system_tree_parent=node))
-            for r in range(2)
-        ]
-        d.group(
-            "locations", group_type=GroupType.COMM_LOCATIONS, paradigm=Paradigm.MPI, members=locs
-        )
-        world = d.group(
-            "world", group_type=GroupType.COMM_GROUP, paradigm=Paradigm.MPI, members=locs
-        )
-        alone = d.group("self", group_type=GroupType.COMM_SELF, paradigm=Paradigm.MPI, members=[])
-        comm = d.comm("MPI_COMM_WORLD", group=world)
-        self_comm = d.comm("MPI_COMM_SELF", group=alone)
-        for r, loc in enumerate(locs):
-            w = trace.event_writer_from_location(loc)
+    with _archive(tmp_path / "arch", 2) as a:
+        comm, CollectiveOp = a.world, a.op
+        self_comm = a.defs.comm("MPI_COMM_SELF", group=a.group("self", [], "COMM_SELF"))
+        for r, w in enumerate(a.writers()):
             w.mpi_collective_begin(10 * r)  # rank 1 comes later to its own
             w.mpi_collective_end(10 * r + 5, CollectiveOp.BARRIER, self_comm, 0, 0, 0)
             w.mpi_collective_begin(30)
