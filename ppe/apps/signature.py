@@ -82,15 +82,19 @@ def step_times(
     return StepTimes(marks[0] - started, step_s, total, split, everyone)
 
 
-def load_signature(path: Path, repeats: int, warmup: int) -> ExecutionPlan:
-    """The execution plan of ``ppe pas2p analyze --json``'s output in ``path``."""
+def load_signature(args: argparse.Namespace) -> ExecutionPlan | None:
+    """The execution plan of the ``--signature`` file (``ppe pas2p analyze --json``'s
+    output) with ``--repeats`` and ``--warmup``; None without ``--signature``: a full run."""
+    path: Path | None = args.signature
+    if path is None:
+        return None
     try:
         analysis = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise SignatureFileError(f"--signature {path}: {exc}") from exc
     if not isinstance(analysis, dict):
         raise SignatureFileError(f"--signature {path}: not a JSON object")
-    return execution_plan(analysis, repeats, warmup)
+    return execution_plan(analysis, args.repeats, args.warmup)
 
 
 def timed_mean(

@@ -94,9 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         problem_text = check_args(args)
         if problem_text is not None:
             raise RunFailed(problem_text)
-        plan = None
-        if args.signature is not None:
-            plan = load_signature(args.signature, args.repeats, args.warmup)
+        plan = load_signature(args)
     except (RunFailed, SignatureFileError) as exc:
         if rank == 0:
             say(str(exc))
