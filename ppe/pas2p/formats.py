@@ -129,7 +129,7 @@ def _float(item: dict[str, Any], key: str, where: str) -> float:
 
 
 def read_otf2(path: str | Path) -> list[Event]:
-    """An OTF2 archive's MPI events, one rank per location group (its first location)."""
+    """An OTF2 archive's MPI events, one rank per location group (all its threads)."""
     try:
         import otf2
     except ImportError:
@@ -155,6 +155,9 @@ def read_otf2(path: str | Path) -> list[Event]:
 
 
 def _otf2_events(reader: Any, name: str) -> list[Event]:
+    """Every location of a location group is one of its rank's threads and their MPI events
+    are the rank's (:func:`_with_bursts`). Enter/leave and collective begin/end pair up per
+    location, since threads of a rank may be in MPI calls at once."""
     import otf2
 
     ev = otf2.events
@@ -162,19 +165,14 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
     offset = reader.definitions.clock_properties.global_offset or 0
     groups = list(reader.definitions.location_groups)
     group_rank = {g: r for r, g in enumerate(groups)}
-    first_loc: dict[Any, Any] = {}
-    for loc in reader.definitions.locations:
-        first_loc.setdefault(loc.group, loc)
-    loc_rank = {loc: group_rank[g] for g, loc in first_loc.items()}
     size = len(groups)
 
     def seconds(t: int) -> float:
         return (t - offset) / resolution
 
     def rank_of(loc: Any) -> int:
-        """A location's rank: its location group's (a thread's location counts as its rank)."""
-        found = loc_rank.get(loc)
-        return group_rank[loc.group] if found is None else found
+        """A location's rank: its location group's."""
+        return group_rank[loc.group]
 
     def world(comm: Any, peer: int, where: str) -> int:
         try:
@@ -206,78 +204,76 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
         return spans[comm]
 
     per: dict[int, list[Event]] = {r: [] for r in range(size)}
-    region_start: dict[int, float] = {}
-    open_in_region: dict[int, list[int]] = {}
-    coll_start: dict[int, float] = {}
-    last_end: dict[int, float] = {}
+    first: dict[int, float] = {}  # a rank's first event: a compute burst may run from it
+    region_start: dict[Any, float] = {}  # per location (thread)
+    open_in_region: dict[Any, list[tuple[int, int]]] = {}
+    threads: dict[int, list[Any]] = {r: [] for r in range(size)}  # each event's location
+    coll_start: dict[Any, float] = {}
     for n, (loc, event) in enumerate(reader.events, 1):
-        if loc not in loc_rank:
+        if loc.group not in group_rank:
             continue
-        rank = loc_rank[loc]
+        rank = rank_of(loc)
         where = f"{name}: event {n} (rank {rank})"
         t = seconds(event.time)
         out = per[rank]
-        last_end.setdefault(rank, t)  # a compute burst may run from the first event on
+        first.setdefault(rank, t)
+        found: Event | None = None
         if isinstance(event, ev.Enter):
             if _is_mpi(event.region):
-                region_start[rank] = t
-                open_in_region[rank] = []
+                region_start[loc] = t
+                open_in_region[loc] = []
         elif isinstance(event, ev.Leave):
             if _is_mpi(event.region):
-                for k in open_in_region.pop(rank, []):
-                    e = out[k]
-                    out[k] = replace(e, end=t)
-                region_start.pop(rank, None)
-                last_end[rank] = t
+                for r, k in open_in_region.pop(loc, []):
+                    per[r][k] = replace(per[r][k], end=t)
+                region_start.pop(loc, None)
         elif isinstance(event, ev.MpiSend | ev.MpiIsend | ev.MpiRecv | ev.MpiIrecv):
             send = isinstance(event, ev.MpiSend | ev.MpiIsend)
             peer = world(event.communicator, event.receiver if send else event.sender, where)
-            start = region_start.get(rank, t)
-            _compute(out, rank, last_end.get(rank), start, where)
-            out.append(
-                Event(
-                    rank,
-                    "send" if send else "recv",
-                    peer,
-                    int(event.msg_length),
-                    int(event.msg_tag),
-                    start,
-                    t,
-                    where,
-                )
+            found = Event(
+                rank,
+                "send" if send else "recv",
+                peer,
+                int(event.msg_length),
+                int(event.msg_tag),
+                region_start.get(loc, t),
+                t,
+                where,
             )
-            if rank in open_in_region:
-                open_in_region[rank].append(len(out) - 1)
-            last_end[rank] = t
         elif isinstance(event, ev.MpiCollectiveBegin):
-            coll_start[rank] = t
+            coll_start[loc] = t
         elif isinstance(event, ev.MpiCollectiveEnd):
             members = members_of(event.communicator, rank, where)
-            start = region_start.get(rank, coll_start.pop(rank, t))
-            _compute(out, rank, last_end.get(rank), start, where)
-            out.append(
-                Event(
-                    rank,
-                    "collective",
-                    None,
-                    int(event.size_sent),
-                    None,
-                    start,
-                    t,
-                    where,
-                    members,
-                )
+            start = region_start.get(loc, coll_start.pop(loc, t))
+            found = Event(
+                rank, "collective", None, int(event.size_sent), None, start, t, where, members
             )
-            if rank in open_in_region:
-                open_in_region[rank].append(len(out) - 1)
-            last_end[rank] = t
-    return [e for r in range(size) for e in per[r]]
+        if found is not None:
+            out.append(found)
+            threads[rank].append(loc)
+            if loc in open_in_region:
+                open_in_region[loc].append((rank, len(out) - 1))
+    return [e for r in range(size) for e in _with_bursts(per[r], threads[r], first.get(r))]
 
 
-def _compute(out: list[Event], rank: int, since: float | None, until: float, where: str) -> None:
-    """The compute burst between a rank's previous communication and this one."""
-    if since is not None and until > since:
-        out.append(Event(rank, "compute", None, 0, None, since, until, where))
+def _with_bursts(comms: list[Event], threads: list[Any], since: float | None) -> list[Event]:
+    """A rank's communication events, in the order of their MPI records (a receive completes
+    after its send was issued, so causality holds across the rank's threads), with the
+    compute bursts between them: from the rank's first event, every stretch in which no
+    thread of the rank was communicating. The rank's time is counted once: a call that began
+    while another thread's call was under way starts when that one ended (one thread's own
+    events, e.g. the two of a Sendrecv, keep their region's interval)."""
+    out: list[Event] = []
+    busy_until, busy_thread = since, None
+    for e, thread in zip(comms, threads, strict=True):
+        if busy_until is not None and e.start < busy_until and thread is not busy_thread:
+            e = replace(e, start=busy_until, end=max(e.end, busy_until))
+        if busy_until is not None and e.start > busy_until:
+            out.append(Event(e.rank, "compute", None, 0, None, busy_until, e.start, e.where))
+        out.append(e)
+        if busy_until is None or e.end >= busy_until:
+            busy_until, busy_thread = e.end, thread
+    return out
 
 
 def _is_mpi(region: Any) -> bool:

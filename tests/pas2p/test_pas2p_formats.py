@@ -331,3 +331,44 @@ def test_otf2_comm_self_collective_is_each_ranks_own(tmp_path: Path) -> None:
         (1, "collective", None),
     ]
     assert logical_trace(events).time == [1, 2, 3, 1, 2, 3]
+
+
+def test_otf2_threads_of_a_rank_are_its_events(tmp_path: Path) -> None:
+    """Rank 0 receives on its main thread while a second thread sends (MPI_THREAD_MULTIPLE):
+    both are rank 0's, in the order of their MPI records (the receive, entered first, completes
+    after the send it answers), and the rank's time is counted once."""
+    with _archive(tmp_path / "arch", 2) as a:
+        comm = a.world
+        main, send, recv = (a.regions[k] for k in ("main", "send", "recv"))
+        helper = a.defs.location("thread 1", group=a.locs[0].group)
+        w0, w1 = a.writers()
+        t0 = a.trace.event_writer_from_location(helper)
+        w0.enter(0, main)
+        w1.enter(0, main)
+        w1.enter(50, recv)
+        w0.enter(90, recv)  # main thread: waits for the answer
+        t0.enter(100, send)  # second thread: sends the question
+        t0.mpi_send(200, 1, comm, 3, 800)
+        t0.leave(202, send)
+        w1.mpi_recv(210, 0, comm, 3, 800)
+        w1.leave(211, recv)
+        w1.enter(230, send)
+        w1.mpi_send(231, 0, comm, 4, 16)
+        w1.leave(232, send)
+        w0.mpi_recv(260, 1, comm, 4, 16)
+        w0.leave(261, recv)
+        w0.leave(500, main)
+        w1.leave(500, main)
+    events = read_otf2(tmp_path / "arch")
+    got = [(e.rank, e.kind, e.peer, round(e.start, 6), round(e.end, 6)) for e in events]
+    assert got == [
+        (0, "compute", None, 0.0, 0.1),
+        (0, "send", 1, 0.1, 0.202),
+        (0, "recv", 1, 0.202, 0.261),  # entered at 0.09, counted from the send's end
+        (1, "compute", None, 0.0, 0.05),
+        (1, "recv", 0, 0.05, 0.211),
+        (1, "compute", None, 0.211, 0.23),
+        (1, "send", 0, 0.23, 0.232),
+    ]
+    # r0: 1, send 2 | r1: 1, recv 3, 4, send 5 | r0: recv 6
+    assert logical_trace(events).time == [1, 2, 6, 1, 3, 4, 5]
