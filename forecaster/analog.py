@@ -98,6 +98,9 @@ class AnalogOptions:
     # and blends toward all past windows when fewer than this many independent ones remain.
     min_support: int = 0
     widen: float = 0.0  # extra kernel spread of a fallback, times the blend's missing share
+    # Kernel floor of a fallback's distributions (None: floor_std). Window means over long
+    # horizons spread less than the short-run analogues the floor was chosen for.
+    fallback_floor_std: float | None = None
 
     def __post_init__(self) -> None:
         if not self.recency_s >= 0:
@@ -115,9 +118,10 @@ CPU_ANALOG = AnalogOptions(
     recency_s=3 * DAY_S,
     min_support=10,
     widen=1.0,
+    fallback_floor_std=0.002,
 )
 #: The analogue method before the fallback (``ppe forecast-eval --horizons`` baseline).
-LEGACY_ANALOG = replace(CPU_ANALOG, min_support=0, widen=0.0)
+LEGACY_ANALOG = replace(CPU_ANALOG, min_support=0, widen=0.0, fallback_floor_std=None)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
@@ -396,6 +400,7 @@ def _fallback(
         return None
     everything = uncond.only(uncond.complete)
     share = support / opts.min_support  # < 1 (else this is not called)
+    kopts = _fallback_options(opts)
     parts: list[tuple[float, Distribution]] = []
     if share > 0:
         state_only = _analogues(
@@ -410,16 +415,16 @@ def _fallback(
             if background is not None and background.size:
                 background = _resample(background, _fall_weights(background, ref.level, factor))
         parts.append(
-            (share, kernel_distribution(_resample(complete.outcomes, weights), opts, background))
+            (share, kernel_distribution(_resample(complete.outcomes, weights), kopts, background))
         )
-    everywhere = kernel_distribution(everything.outcomes, replace(opts, unconditional_weight=0.0))
+    everywhere = kernel_distribution(everything.outcomes, replace(kopts, unconditional_weight=0.0))
     parts.append((1.0 - share, everywhere))
     episodes = max(support, _episodes(everything.positions, found.width))
     fallback = "blend" if share > 0 else "unconditional"
     ts, xs = np.asarray(timestamps), np.asarray(values)
     seen = xs[(ts < now) & (ts >= now - opts.lookback_s) & np.isfinite(xs)]
     bounds = (float(seen.min()), float(seen.max()))
-    return _combined(parts, _widening(episodes, opts), bounds, support, fallback, opts)
+    return _combined(parts, _widening(episodes, opts), bounds, support, fallback, kopts)
 
 
 def _episodes(index: NDArray[np.int64], width: int) -> int:
@@ -452,7 +457,16 @@ def widened(
 ) -> Distribution:
     """``dist`` (a fallback resting on ``episodes`` independent windows) widened like the
     analogue fallback, and labelled with its ``support`` and ``fallback``."""
-    return _combined([(1.0, dist)], _widening(episodes, opts), bounds, support, fallback, opts)
+    return _combined(
+        [(1.0, dist)], _widening(episodes, opts), bounds, support, fallback, _fallback_options(opts)
+    )
+
+
+def _fallback_options(opts: AnalogOptions) -> AnalogOptions:
+    """The options a fallback's kernels use: its own floor, when it has one."""
+    if opts.fallback_floor_std is None:
+        return opts
+    return replace(opts, floor_std=opts.fallback_floor_std)
 
 
 def _combined(
