@@ -57,6 +57,11 @@ CONFLICT: dict[int | str, dict[str, Any]] = {
         "concurrent write took the same key: nothing was stored",
     }
 }
+#: A job's cancel: no such job, or one that has already ended.
+JOB_ENDED: dict[int | str, dict[str, Any]] = {
+    **NOT_FOUND,
+    409: {"model": ProblemReport, "description": "the job has already ended"},
+}
 PLANNING: dict[int | str, dict[str, Any]] = {
     404: {"model": ProblemReport, "description": "an unknown host"},
     409: CONFLICT[409],

@@ -1,5 +1,11 @@
 """What the service's background jobs (replays, what-ifs) share: the fields every job lists
-with, and progress written to the store at most twice a second."""
+with, progress written to the store at most twice a second, and the moves between states.
+
+A job is ``queued``, then ``running``, and ends ``done``, ``failed`` or ``cancelled``. Every
+move is one conditional update (:func:`move`), so a cancel (``POST /{kind}/{id}/cancel``, in
+any server worker) and the worker running the job agree through the store alone: the runner
+stops at its next progress write, which finds the job no longer running
+(:class:`Cancelled`), and a job cancelled while queued never starts."""
 
 from __future__ import annotations
 
@@ -7,8 +13,20 @@ import time
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from sqlalchemy import update
+from sqlalchemy.orm import Session, sessionmaker
+
+from ppe.service.store.db import session_scope
+
 #: Seconds between two progress writes (and always the last one).
 PROGRESS_EVERY_S = 0.5
+QUEUED, RUNNING, DONE, FAILED, CANCELLED = "queued", "running", "done", "failed", "cancelled"
+#: States a job can still leave.
+LIVE = (QUEUED, RUNNING)
+
+
+class Cancelled(Exception):
+    """The job was cancelled while it ran: its runner stops and stores nothing more."""
 
 
 class JobRow(Protocol):
@@ -53,3 +71,41 @@ def throttled(update: Callable[[int, int], None]) -> Callable[[int, int], None]:
             update(done, total)
 
     return progress
+
+
+def move(
+    sessions: sessionmaker[Session], model: Any, job_id: int, frm: tuple[str, ...], **values: Any
+) -> bool:
+    """Set ``values`` on job ``job_id`` of table ``model`` if its status is one of ``frm``;
+    False when it was not (cancelled meanwhile, say): one statement, no read before."""
+    with session_scope(sessions) as s:
+        result = s.execute(
+            update(model).where(model.id == job_id, model.status.in_(frm)).values(**values)
+        )
+        return bool(result.rowcount)  # type: ignore[attr-defined]
+
+
+def progress_writer(
+    sessions: sessionmaker[Session], model: Any, job_id: int
+) -> Callable[[int, int], None]:
+    """``progress(done, total)`` for a running job, throttled; raises :class:`Cancelled` when
+    the write finds the job no longer running."""
+
+    def write(done: int, total: int) -> None:
+        if not move(sessions, model, job_id, (RUNNING,), done=done, total=total):
+            raise Cancelled(f"job {job_id} was cancelled")
+
+    return throttled(write)
+
+
+def cancel(session: Session, model: Any, job_id: int) -> Any | None:
+    """Cancel a queued or running job in this request's session; the job row after (None
+    when there is no such job). A job that has ended keeps its status (the caller answers
+    409)."""
+    session.execute(
+        update(model)
+        .where(model.id == job_id, model.status.in_(LIVE))
+        .values(status=CANCELLED, error="cancelled", finished_at=time.time())
+    )
+    session.commit()
+    return session.get(model, job_id, populate_existing=True)

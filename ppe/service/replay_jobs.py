@@ -32,7 +32,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ppe.replay.config import LIMITS, Limits, ReplayConfig
 from ppe.replay.experiment import run_experiment
 from ppe.service.config import Settings
-from ppe.service.jobs import throttled
+from ppe.service.jobs import DONE, FAILED, LIVE, QUEUED, RUNNING, Cancelled, move, progress_writer
 from ppe.service.store.db import session_scope
 from ppe.service.store.models import ReplayJob
 from ppe.traces import (
@@ -224,10 +224,7 @@ def clean_stale_uploads(sessions: sessionmaker[Session], started: float) -> int:
         return 0
     with session_scope(sessions) as s:
         live = {
-            f"job-{i}"
-            for i in s.scalars(
-                select(ReplayJob.id).where(ReplayJob.status.in_(["queued", "running"]))
-            )
+            f"job-{i}" for i in s.scalars(select(ReplayJob.id).where(ReplayJob.status.in_(LIVE)))
         }
     removed = 0
     for folder in root.iterdir():
@@ -257,7 +254,7 @@ def fail_interrupted(sessions: sessionmaker[Session]) -> None:
     with session_scope(sessions) as s:
         s.execute(
             update(ReplayJob)
-            .where(ReplayJob.status.in_(["queued", "running"]))
+            .where(ReplayJob.status.in_(LIVE))
             .values(status="failed", error="interrupted: the server stopped")
         )
     clean_stale_uploads(sessions, started)
@@ -323,10 +320,6 @@ class ReplayRunner:
         self.pool.submit(self._run, job_id, cfg, uploads, shown, hide, trace_limits(settings))
         return job_id
 
-    def _set(self, job_id: int, **values: Any) -> None:
-        with session_scope(self.sessions) as s:
-            s.execute(update(ReplayJob).where(ReplayJob.id == job_id).values(**values))
-
     def _run(
         self,
         job_id: int,
@@ -349,21 +342,35 @@ class ReplayRunner:
         hide: list[Path],
         limits: TraceLimits,
     ) -> None:
-        self._set(job_id, status="running")
-        progress = throttled(lambda done, total: self._set(job_id, done=done, total=total))
-
+        if not move(self.sessions, ReplayJob, job_id, (QUEUED,), status=RUNNING):
+            return  # cancelled while queued
+        progress = progress_writer(self.sessions, ReplayJob, job_id)
         try:
             report = run_experiment(read_traces(cfg.traces, limits), cfg, progress)
+        except Cancelled:
+            return
         except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
-            self._set(
+            error = public_error(exc, [*hide, Path(tempfile.gettempdir())])
+            move(
+                self.sessions,
+                ReplayJob,
                 job_id,
-                status="failed",
-                error=public_error(exc, [*hide, Path(tempfile.gettempdir())]),
+                (RUNNING,),
+                status=FAILED,
+                error=error,
                 finished_at=time.time(),
             )
             return
         report["config"].update(traces=shown, scheduler_address=None)
-        self._set(job_id, status="done", report=report, finished_at=time.time())
+        move(
+            self.sessions,
+            ReplayJob,
+            job_id,
+            (RUNNING,),
+            status=DONE,
+            report=report,
+            finished_at=time.time(),
+        )
 
     def discard(self, folder: Path | None) -> None:
         """Remove an upload folder of this runner."""

@@ -27,7 +27,7 @@ from ppe.core.stochastic import StochasticValue
 from ppe.pmac import MachineProfile
 from ppe.service.config import Settings
 from ppe.service.forecasts import ForecastCache
-from ppe.service.jobs import throttled
+from ppe.service.jobs import DONE, FAILED, LIVE, QUEUED, RUNNING, Cancelled, move, progress_writer
 from ppe.service.planning import (
     HostSpec,
     IndexCache,
@@ -199,7 +199,7 @@ def fail_interrupted(sessions: sessionmaker[Session]) -> None:
     with session_scope(sessions) as s:
         s.execute(
             update(WhatIfJob)
-            .where(WhatIfJob.status.in_(["queued", "running"]))
+            .where(WhatIfJob.status.in_(LIVE))
             .values(
                 status="failed", error="interrupted: the server stopped", finished_at=time.time()
             )
@@ -257,10 +257,6 @@ class WhatIfRunner:
         self.pool.submit(self._run, job_id, whatif, resources, options, list(hide), run)
         return job_id
 
-    def _set(self, job_id: int, **values: Any) -> None:
-        with session_scope(self.sessions) as s:
-            s.execute(update(WhatIfJob).where(WhatIfJob.id == job_id).values(**values))
-
     def _run(
         self,
         job_id: int,
@@ -270,19 +266,35 @@ class WhatIfRunner:
         hide: list[Path],
         spread: Spread,
     ) -> None:
-        self._set(job_id, status="running")
-        progress = throttled(lambda done, total: self._set(job_id, done=done, total=total))
-
+        if not move(self.sessions, WhatIfJob, job_id, (QUEUED,), status=RUNNING):
+            return  # cancelled while queued
+        progress = progress_writer(self.sessions, WhatIfJob, job_id)
         try:
             report = evaluate_resolved(whatif, resources, options, progress, spread).to_dict()
             # through JSON once: numpy scalars and tuples become what the store keeps
             report = json.loads(json.dumps(report, default=float))
+        except Cancelled:
+            return
         except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
-            self._set(
-                job_id, status="failed", error=public_error(exc, hide), finished_at=time.time()
+            move(
+                self.sessions,
+                WhatIfJob,
+                job_id,
+                (RUNNING,),
+                status=FAILED,
+                error=public_error(exc, hide),
+                finished_at=time.time(),
             )
             return
-        self._set(job_id, status="done", report=report, finished_at=time.time())
+        move(
+            self.sessions,
+            WhatIfJob,
+            job_id,
+            (RUNNING,),
+            status=DONE,
+            report=report,
+            finished_at=time.time(),
+        )
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -403,6 +403,9 @@ WHATIF_SPEC = EXAMPLE_SPEC.replace(
 )
 WHATIF_TYPO = WHATIF_SPEC.replace("floatspeed =", "floatsped =")  # line 6
 WHATIF_SWEEP = WHATIF_SPEC.replace("number = 4", 'number = "2..32 x2"')  # 5 points: a job
+WHATIF_LONG = WHATIF_SPEC.replace("number = 4", 'number = "2000..2999 +1"').replace(
+    "size = 1000", "size = 4000"
+)  # 1000 points of 2000-3000 nodes: a job that runs for a while
 
 
 class WhatIfFound(TypedDict, total=False):
@@ -420,6 +423,7 @@ class WhatIfFound(TypedDict, total=False):
     band: bool
     reopened_x: list[float]
     reopened_spec: str
+    cancelled: str
     unlabelled: list[str]
     phone_width: int
     wide: list[str]
@@ -506,6 +510,27 @@ def whatif_walkthrough(base_url: str, operator_token: str, out_dir: Path) -> Wha
             )
             found["reopened_spec"] = editor.input_value()
 
+            # A long sweep, cancelled from the list: the job stops and says so.
+            reopened_url = page.url
+            r = httpx.post(
+                base_url + "/api/v1/whatif",
+                json={"spec": WHATIF_LONG},
+                headers={"Authorization": f"Bearer {operator_token}"},
+                timeout=30,
+            )
+            assert r.status_code == 202, r.text
+            page.goto(base_url + "/whatif")
+            long_job = page.locator(f"#jobs-body tr[data-id='{r.json()['id']}']")
+            long_job.get_by_role("button", name="Cancel").click()
+            expect(long_job.locator(".badge")).to_have_text("cancelled")
+            expect(long_job.get_by_role("button", name="Cancel")).to_have_count(0)
+            found["cancelled"] = httpx.get(
+                base_url + r.json()["url"],
+                headers={"Authorization": f"Bearer {operator_token}"},
+                timeout=30,
+            ).json()["status"]
+            page.goto(reopened_url)
+
             page.set_viewport_size({"width": 390, "height": 844})
             page.reload()
             expect(page.locator("#chart-0")).to_have_class(re.compile(r"js-plotly-plot"))
@@ -558,6 +583,7 @@ def test_whatif_page_in_chromium(
     assert found["job_rows"] == 1
     assert found["reopened_x"] == found["sweep_x"]
     assert found["reopened_spec"] == WHATIF_SWEEP
+    assert found["cancelled"] == "cancelled"
     assert found["unlabelled"] == [], found["unlabelled"]
     assert found["phone_width"] <= 390, found.get("wide")
     assert found["external"] == [], found["external"]

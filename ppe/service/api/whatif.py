@@ -13,8 +13,8 @@ from sqlalchemy import select
 import scheduler
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.deps import ForecastCacheDep, SessionDep, planning_thread, services_of
-from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
-from ppe.service.jobs import job_summary
+from ppe.service.errors import JOB_ENDED, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.jobs import CANCELLED, cancel, job_summary
 from ppe.service.schemas import TEXT_PATTERN, IdPath, StrategyName
 from ppe.service.store.models import WhatIfJob
 from ppe.service.whatif import (
@@ -291,3 +291,21 @@ def get_whatif(
         raise problem(404, f"no what-if job {job_id}", "path.job_id")
     out = {**_summary(job), "spec": job.spec, "report": job.report}
     return _with_figures(out, job.report) if figures else out
+
+
+@router.post(
+    "/whatif/{job_id}/cancel",
+    responses=JOB_ENDED,
+    description="Cancel a queued or running what-if job: 200 with the job, now `cancelled` (a "
+    "running one stops at its next point and stores no report); 409 when it has already "
+    "ended. Cancelling a cancelled job is a no-op.",
+)
+def cancel_whatif(
+    job_id: IdPath, session: SessionDep, _role: Annotated[str, Depends(require(*OPERATE))]
+) -> dict[str, Any]:
+    job = cancel(session, WhatIfJob, job_id)
+    if job is None:
+        raise problem(404, f"no what-if job {job_id}", "path.job_id")
+    if job.status != CANCELLED:
+        raise problem(409, f"what-if job {job_id} has ended ({job.status})", "path.job_id")
+    return _summary(job)

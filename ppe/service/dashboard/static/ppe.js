@@ -316,6 +316,23 @@ window.PPE = (function () {
     if (["queued", "pending", "created"].includes(s)) return "queued";
     return "running";
   }
+  /** A Cancel button for a queued or running job (`kind`: "replays" or "whatif"); nothing for
+      one that has ended. `after` reloads the list once the job is cancelled. */
+  function cancelButton(kind, job, after) {
+    if (!["queued", "running"].includes(jobState(job.status))) return null;
+    return h("button", {
+      type: "button", class: "small", "aria-label": "Cancel job " + job.id,
+      onclick: async (ev) => {
+        ev.target.disabled = true;
+        try {
+          await api("/" + kind + "/" + encodeURIComponent(job.id) + "/cancel", { method: "POST" });
+        } catch (e) {
+          if (e.status !== 401) liveStatus(false, "Job " + job.id + " not cancelled: " + e.message);
+        }
+        await after();
+      },
+    }, "Cancel");
+  }
   function liveStatus(ok, text) {
     const dot = $("#live-dot");
     if (dot) dot.className = "dot " + (ok ? "on" : "err");
@@ -372,6 +389,6 @@ window.PPE = (function () {
     sparkline, forecastFigure, root, API, ApiError, api, fetchJson, now, timeUnit, inUnit, secondsRange, query, pool, h, $, $$, setText, num, pct, seconds, rate, age, when,
     metricValue, interval, confidenceLabel, METRIC_LABEL, ivOf, components, mixturePdf, normalPdf,
     linspace, spanOf, quantile, colorFor, strategyColor, hexA, plot, empty, every, liveStatus,
-    debounce, meter, intervalBar, finite, DASH, jobState,
+    debounce, meter, intervalBar, finite, DASH, jobState, cancelButton,
   };
 })();

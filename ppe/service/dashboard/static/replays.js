@@ -38,7 +38,8 @@
       h("td", {}, progressCell(job)),
       h("td", {}, P.when(job.created_at), P.finite(job.finished_at) && P.finite(job.created_at)
         ? h("div", { class: "muted small" }, "took " + P.age(job.finished_at - job.created_at)) : null),
-      h("td", {}, h("a", { href: P.root + "/replays/" + encodeURIComponent(job.id) }, "Report →"))))
+      h("td", {}, h("a", { href: P.root + "/replays/" + encodeURIComponent(job.id) }, "Report →"),
+        " ", P.cancelButton("replays", job, load))))
       : [h("tr", { class: "empty" }, h("td", { colspan: 6 }, "No replay jobs yet. Start one with ppe replay or POST /api/v1/replays."))]));
     P.liveStatus(true, (anyRunning ? "Watching running jobs · " : "") + "Updated " + new Date().toLocaleTimeString());
   }

@@ -219,7 +219,8 @@
       h("td", {}, optionsText(job.options)),
       h("td", { class: "num" }, (job.done || 0) + " / " + (job.total || 0)),
       h("td", {}, P.when(job.created_at)),
-      h("td", {}, h("a", { href: P.root + "/whatif?job=" + encodeURIComponent(job.id), onclick: (ev) => { ev.preventDefault(); openJob(job.id); } }, "Open →"))))
+      h("td", {}, h("a", { href: P.root + "/whatif?job=" + encodeURIComponent(job.id), onclick: (ev) => { ev.preventDefault(); openJob(job.id); } }, "Open →"),
+        " ", P.cancelButton("whatif", job, loadJobs))))
       : [h("tr", { class: "empty" }, h("td", { colspan: 6 }, "No what-if jobs yet: run a sweep."))]));
   }
   const refreshJobs = P.every(5000, async () => {
