@@ -536,4 +536,5 @@ def evaluate_resolved(
         tuple(a.label for a in whatif.axes),
         tuple(results),
         model_text(whatif.points[0], resources),
+        whatif.together,
     )

@@ -11,7 +11,7 @@ import html
 import json
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -298,9 +298,25 @@ def _point_figures(go: Any, row: _Row, conf: float) -> list[Any]:
     return figs
 
 
-def _figures(rows: Sequence[_Row], axes: Sequence[str], conf: float) -> list[Any]:
+def plotted_axes(axes: Sequence[str], together: Sequence[Sequence[str]]) -> list[str]:
+    """The axes a plot runs along: every swept field but those that follow another in a
+    ``[sweep] together`` group (they move with its first, and the table shows them)."""
+    followers = {label for group in together for label in group[1:]}
+    return [a for a in axes if a not in followers]
+
+
+def _leading(rows: Sequence[_Row], axes: Sequence[str]) -> list[_Row]:
+    """The rows with their values cut to ``axes`` (the plotted ones), in that order."""
+    return [replace(r, values=tuple((a, dict(r.values)[a]) for a in axes)) for r in rows]
+
+
+def _figures(
+    rows: Sequence[_Row], all_axes: Sequence[str], conf: float, together: Sequence[Sequence[str]]
+) -> list[Any]:
     import plotly.graph_objects as go
 
+    axes = plotted_axes(all_axes, together)
+    rows = _leading(rows, axes)
     if not rows or len(axes) > 2:
         return []
     if not axes or len(rows) == 1:
@@ -310,7 +326,7 @@ def _figures(rows: Sequence[_Row], axes: Sequence[str], conf: float) -> list[Any
 
 def figures(report: Report | SimReport) -> list[Any]:
     """The page's plotly figures (none for more than two swept fields: the table says it)."""
-    return _figures(_rows(report), list(report.axes), report.options.confidence)
+    return _figures(_rows(report), list(report.axes), report.options.confidence, report.together)
 
 
 def figures_json(report: dict[str, Any]) -> list[dict[str, Any]]:
@@ -318,7 +334,8 @@ def figures_json(report: dict[str, Any]) -> list[dict[str, Any]]:
     plotly's default template) for a page that draws them with its own plotly.js."""
     rows = _rows_of_dict(report)
     out = []
-    for fig in _figures(rows, list(report.get("axes", [])), float(report["confidence"])):
+    axes, together = list(report.get("axes", [])), report.get("together", [])
+    for fig in _figures(rows, axes, float(report["confidence"]), together):
         spec = json.loads(fig.to_json())
         spec.get("layout", {}).pop("template", None)
         out.append({"data": spec.get("data", []), "layout": spec.get("layout", {})})
@@ -345,9 +362,10 @@ def render_html(report: Report | SimReport, platform_notes: Sequence[str] = ()) 
         f"{report.options.confidence:g}, {len(report.points)} point(s)"
     )
     parts = [f"<p>{html.escape(summary)}</p>", html_table(head, rows)]
-    if len(report.axes) > 2:
+    swept = len(plotted_axes(report.axes, report.together))
+    if swept > 2:
         parts.append(
-            f"<p>{len(report.axes)} swept fields: the table only (plots show at most two).</p>"
+            f"<p>{swept} independent swept fields: the table only (plots show at most two).</p>"
         )
     parts.append(figures_html(figures(report)))
     notes = [*_notes(report), *platform_notes]

@@ -89,6 +89,7 @@ class Report:
     axes: tuple[str, ...]
     points: tuple[PointResult, ...]
     model: str | None = None  # a script's generated grammar (the full chain of the first point)
+    together: tuple[tuple[str, ...], ...] = ()  # axes swept in step ([sweep] together)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +98,7 @@ class Report:
             "strategy": self.options.strategy,
             "confidence": self.options.confidence,
             "axes": list(self.axes),
+            "together": [list(g) for g in self.together],
             "points": [p.to_dict() for p in self.points],
             "model": self.model,
         }

@@ -166,6 +166,7 @@ class SimReport:
     sim: SimOptions
     axes: tuple[str, ...]
     points: tuple[SimPoint, ...] = field(default_factory=tuple)
+    together: tuple[tuple[str, ...], ...] = ()  # axes swept in step ([sweep] together)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -177,6 +178,7 @@ class SimReport:
             "starts": self.sim.starts,
             "seed": self.sim.seed,
             "axes": list(self.axes),
+            "together": [list(g) for g in self.together],
             "points": [p.to_dict() for p in self.points],
         }
 
@@ -593,6 +595,7 @@ def simulate_whatif(
         so,
         tuple(a.label for a in whatif.axes),
         points,
+        whatif.together,
     )
 
 

@@ -22,7 +22,7 @@ import math
 import re
 import tomllib
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ppe.pipeline import DEFAULT_LINK
@@ -51,8 +51,9 @@ __all__ = [
 ]
 
 OBJECTS = ("nodeset", "linkset", "dataset", "distribution")
-TOP_LEVEL = (*OBJECTS, "execution", "title", "description", "machine")
+TOP_LEVEL = (*OBJECTS, "execution", "title", "description", "machine", "sweep")
 MACHINE_FIELDS = ("simgrid",)
+SWEEP_FIELDS = ("together",)
 NODESET_TYPES = ("cpu", "memory", "cache", "disk")
 LOAD_KINDS = ("dedicated", "normal", "mixture", "traces", "forecasts")
 #: How a traces load with ``dir`` chooses its files (docs/whatif.md, "Picking traces").
@@ -410,6 +411,8 @@ class WhatIf:
     locator: Locator = field(repr=False, compare=False)
     #: What reading a SimGrid platform approximated or ignored (docs/whatif.md).
     notes: tuple[str, ...] = ()
+    #: Axes swept in step (``[sweep] together``), by label; each group's first leads.
+    together: tuple[tuple[str, ...], ...] = ()
 
     def problem(self, path: Path, message: str) -> Problem:
         pos = self.locator.find(path)
@@ -1369,7 +1372,7 @@ def parse_spec(
             raise
         at = locator.find(("machine", "simgrid")) if simgrid is None else None
         raise SpecError([_platform_problem(p, counts, at) for p in exc.problems], source) from None
-    return WhatIf(whatif.source, text, whatif.axes, whatif.points, locator, notes)
+    return replace(whatif, text=text, locator=locator, notes=notes)
 
 
 def _machine(
@@ -1438,30 +1441,97 @@ def _platform_problem(p: Problem, counts: Mapping[str, int], at: Position | None
 
 def _parse_doc(doc: dict[str, Any], text: str, source: str, locator: Locator) -> WhatIf:
     problems = _Problems(locator)
+    sweep = doc.pop("sweep", None)
     script = _script(doc, locator, problems)
     script_problems = len(problems.items)
     axes = _find_axes(doc, problems)
-    total = math.prod(len(a.values) for a in axes) if axes else 1
+    dims = _dimensions(sweep, axes, problems)
+    total = math.prod(len(axes[d[0]].values) for d in dims) if dims else 1
     if total > MAX_POINTS:
-        sizes = " x ".join(f"{len(a.values)} ({a.label})" for a in axes)
+        sizes = " x ".join(f"{len(axes[d[0]].values)} ({axes[d[0]].label})" for d in dims)
         problems.add(
             axes[0].path, f"the sweep expands to {total} points ({sizes}); at most {MAX_POINTS}"
         )
     if len(problems.items) > script_problems:  # the sweep cannot be expanded
         raise SpecError(problems.items, source)
-    points, found = _points(doc, axes, locator, script)
+    points, found = _points(doc, axes, dims, locator, script)
     if found or problems.items:
         raise SpecError([*problems.items, *found], source)
-    return WhatIf(source, text, tuple(axes), tuple(points), locator)
+    together = tuple(tuple(axes[i].label for i in d) for d in dims if len(d) > 1)
+    return WhatIf(source, text, tuple(axes), tuple(points), locator, together=together)
+
+
+def _dimensions(sweep: Any, axes: Sequence[Axis], problems: _Problems) -> list[tuple[int, ...]]:
+    """The sweep's independent dimensions as indices into ``axes``: each axis alone, except
+    the groups ``[sweep] together`` names, which move in step (their lengths must agree).
+    Weak scaling is one: ``together = [["nodeset.node.number", "dataset.grid.size"]]``."""
+    groups: list[tuple[int, ...]] = []
+    if sweep is not None:
+        groups = _together(sweep, axes, problems)
+    grouped = {i for g in groups for i in g}
+    dims = [*groups, *((i,) for i in range(len(axes)) if i not in grouped)]
+    return sorted(dims, key=lambda d: d[0])
+
+
+def _together(sweep: Any, axes: Sequence[Axis], problems: _Problems) -> list[tuple[int, ...]]:
+    if not isinstance(sweep, Mapping):
+        problems.add(("sweep",), 'sweep must be a table: [sweep] together = [["a", "b"]]')
+        return []
+    for key in sweep:
+        if key not in SWEEP_FIELDS:
+            problems.add(
+                ("sweep", key), f"unknown field {key!r} in [sweep]{_suggest(key, SWEEP_FIELDS)}"
+            )
+    raw = sweep.get("together", [])
+    path: Path = ("sweep", "together")
+    if not isinstance(raw, list) or not all(isinstance(g, list) for g in raw):
+        problems.add(path, 'together must be a list of lists of swept fields: [["a", "b"]]')
+        return []
+    labels = {a.label: i for i, a in enumerate(axes)}
+    taken: dict[int, int] = {}
+    groups: list[tuple[int, ...]] = []
+    for k, group in enumerate(raw):
+        where: Path = (*path, k)
+        if len(group) < 2 or not all(isinstance(g, str) for g in group):
+            problems.add(where, f"a group names two swept fields or more, got {group!r}")
+            continue
+        found: list[int] = []
+        for name in group:
+            if name not in labels:
+                near = _suggest(name, list(labels))
+                swept = ", ".join(labels) or "none"
+                problems.add(where, f"{name!r} is not a swept field{near} (swept: {swept})")
+            elif labels[name] in taken or labels[name] in found:
+                problems.add(where, f"{name!r} is in two groups, or twice in one")
+            else:
+                found.append(labels[name])
+        if len(found) != len(group):
+            continue
+        sizes = {axes[i].label: len(axes[i].values) for i in found}
+        if len(set(sizes.values())) > 1:
+            shown = ", ".join(f"{n} has {v}" for n, v in sizes.items())
+            problems.add(where, f"fields swept together need as many values each: {shown}")
+            continue
+        taken.update({i: k for i in found})
+        groups.append(tuple(found))
+    return groups
 
 
 def _points(
-    doc: dict[str, Any], axes: Sequence[Axis], locator: Locator, script: Script | None
+    doc: dict[str, Any],
+    axes: Sequence[Axis],
+    dims: Sequence[tuple[int, ...]],
+    locator: Locator,
+    script: Script | None,
 ) -> tuple[list[SpecPoint], list[Problem]]:
-    """Every point built and checked; a problem found at some points only says where."""
+    """Every point built and checked (the product of the dimensions, the axes of one
+    dimension in step); a problem found at some points only says where."""
     points: list[SpecPoint] = []
     per_point: list[list[Problem]] = []
-    combos = list(itertools.product(*(a.values for a in axes))) if axes else [()]
+    combos = [
+        _combo(axes, dims, ks)
+        for ks in itertools.product(*(range(len(axes[d[0]].values)) for d in dims))
+    ]
     for combo in combos:
         concrete = copy.deepcopy(doc)
         for axis, value in zip(axes, combo, strict=True):
@@ -1488,6 +1558,14 @@ def _points(
             out.append(q)
             seen.add(q)
     return points, out
+
+
+def _combo(
+    axes: Sequence[Axis], dims: Sequence[tuple[int, ...]], ks: Sequence[int]
+) -> tuple[Any, ...]:
+    """Each axis's value at the dimensions' indices ``ks``, in the axes' order."""
+    at = {i: k for d, k in zip(dims, ks, strict=True) for i in d}
+    return tuple(a.values[at[i]] for i, a in enumerate(axes))
 
 
 def _show_value(v: Any) -> str:

@@ -138,3 +138,17 @@ def test_a_simulated_report_json_draws_the_same_figures() -> None:
     report = simulate_whatif(w, FileResolver(TRACES), sim=SimOptions(starts=2))
     stored = json.loads(json.dumps(report.to_dict(), default=float))
     assert figures_json(stored) == [_plain(f) for f in figures(report)]
+
+
+def test_fields_swept_together_plot_as_one_axis() -> None:
+    """Weak scaling: one line against the nodes (the size moves with them), not a line per
+    size; the JSON figures agree."""
+    text = cluster(number=[2, 4], n="400..800") + (
+        '\n[sweep]\ntogether = [["nodeset.node.number", "dataset.grid.size"]]\n'
+    )
+    report = evaluate(parse(text), MemoryResolver())
+    fig = figures(report)[0]
+    assert list(_by_name(fig)["predicted mean"].x) == [2.0, 4.0]  # type: ignore[attr-defined]
+    assert report.to_dict()["together"] == [["nodeset.node.number", "dataset.grid.size"]]
+    js = figures_json(json.loads(json.dumps(report.to_dict())))
+    assert [t["x"] for t in js[0]["data"] if t["name"] == "predicted mean"] == [[2.0, 4.0]]

@@ -381,3 +381,60 @@ def test_a_script_phases_sor() -> None:
     (phase,) = phases(spec.execution.script, spec.counts(), "strips")
     assert phase.count == 10
     assert dict(phase.terms) == {("compute", "strips", 0.5): 2.0, ("halo", "strips", 1): 2.0}
+
+
+# ------------------------------------------------------------------------------ sweeps together
+
+WEAK = '\n[sweep]\ntogether = [["nodeset.node.number", "dataset.grid.size"]]\n'
+
+
+def test_fields_swept_together_move_in_step() -> None:
+    """Weak scaling: the grid grows with the nodes, one point per pair, not the product."""
+    w = parse(cluster(number=[2, 4, 8], n="1000..4000", bandwidth=[1, 2]) + WEAK)
+    assert len(w.points) == 6  # 3 steps x 2 bandwidths
+    pairs = {(p.spec.nodesets[0].number, p.spec.dataset("grid").size[0]) for p in w.points}
+    assert pairs == {(2, 1000), (4, 2000), (8, 4000)}
+    assert w.together == (("nodeset.node.number", "dataset.grid.size"),)
+    assert [a.label for a in w.axes] == [
+        "nodeset.node.number",
+        "linkset.net.bandwidth",
+        "dataset.grid.size",
+    ]  # the table still shows every swept field
+
+
+def test_the_point_limit_counts_steps_taken_together() -> None:
+    # 1000 values each: 1000 points together, 10^6 as a product
+    text = cluster(number="1..1000 +1", n="2000..2999 +1") + WEAK
+    assert len(parse(text).points) == 1000
+
+
+@pytest.mark.parametrize(
+    "together, message",
+    [
+        ('[["nodeset.node.numbr", "dataset.grid.size"]]', "did you mean 'nodeset.node.number'?"),
+        ('[["nodeset.node.number", "linkset.net.latency"]]', "is not a swept field"),
+        ('[["nodeset.node.number"]]', "two swept fields or more"),
+        ('"nodeset.node.number"', "a list of lists"),
+        (
+            '[["nodeset.node.number", "dataset.grid.size"], ["dataset.grid.size", '
+            '"nodeset.node.number"]]',
+            "in two groups",
+        ),
+    ],
+)
+def test_bad_groups_are_refused_at_their_line(together: str, message: str) -> None:
+    text = cluster(number=[2, 4], n="1000..2000") + f"\n[sweep]\ntogether = {together}\n"
+    found = problems(text)
+    assert all(message in p.message for p in found), found
+    assert {p.line for p in found} == {line_of(text, "together = ")}
+
+
+def test_fields_swept_together_need_as_many_values() -> None:
+    p = only(cluster(number=[2, 4, 8], n="1000..2000") + WEAK)
+    assert "need as many values each" in p.message
+    assert "nodeset.node.number has 3" in p.message and "dataset.grid.size has 2" in p.message
+
+
+def test_unknown_fields_of_sweep_are_named() -> None:
+    p = only(cluster(number=[2, 4], n="1000..2000") + "\n[sweep]\ntogeter = []\n")
+    assert "unknown field 'togeter' in [sweep]; did you mean 'together'?" in p.message

@@ -189,8 +189,10 @@
       }))));
     const charts = $("#charts");
     charts.replaceChildren();
-    if (!figures.length && report.axes.length > 2) {
-      charts.append(h("p", { class: "muted" }, report.axes.length + " swept fields: the table only (plots show at most two)."));
+    const followers = new Set((report.together || []).flatMap((g) => g.slice(1)));
+    const independent = report.axes.filter((a) => !followers.has(a)).length;
+    if (!figures.length && independent > 2) {
+      charts.append(h("p", { class: "muted" }, independent + " independent swept fields: the table only (plots show at most two)."));
     }
     figures.forEach((fig, i) => {
       const layout = { ...fig.layout };
