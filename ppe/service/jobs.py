@@ -100,8 +100,8 @@ def progress_writer(
 
 def cancel(session: Session, model: Any, job_id: int) -> Any | None:
     """Cancel a queued or running job in this request's session; the job row after (None
-    when there is no such job). A job that has ended keeps its status (the caller answers
-    409)."""
+    when there is no such job). A job that has ended keeps its status; cancelling a
+    cancelled one is a no-op."""
     session.execute(
         update(model)
         .where(model.id == job_id, model.status.in_(LIVE))
@@ -109,3 +109,26 @@ def cancel(session: Session, model: Any, job_id: int) -> Any | None:
     )
     session.commit()
     return session.get(model, job_id, populate_existing=True)
+
+
+def run_job(
+    sessions: sessionmaker[Session],
+    model: Any,
+    job_id: int,
+    work: Callable[[Callable[[int, int], None]], dict[str, Any]],
+    error_text: Callable[[Exception], str],
+) -> None:
+    """Run a queued job: ``work(progress)`` returns its report. A job cancelled while queued
+    never starts; one cancelled while running stops at its next progress write; a failure is
+    recorded with ``error_text(exc)`` (which leaves the server's paths out)."""
+    if not move(sessions, model, job_id, (QUEUED,), status=RUNNING):
+        return
+    try:
+        report = work(progress_writer(sessions, model, job_id))
+    except Cancelled:
+        return
+    except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
+        fields: dict[str, Any] = {"status": FAILED, "error": error_text(exc)}
+    else:
+        fields = {"status": DONE, "report": report}
+    move(sessions, model, job_id, (RUNNING,), **fields, finished_at=time.time())

@@ -20,6 +20,7 @@ import shutil
 import stat
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -32,7 +33,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ppe.replay.config import LIMITS, Limits, ReplayConfig
 from ppe.replay.experiment import run_experiment
 from ppe.service.config import Settings
-from ppe.service.jobs import DONE, FAILED, LIVE, QUEUED, RUNNING, Cancelled, move, progress_writer
+from ppe.service.jobs import LIVE, run_job
 from ppe.service.store.db import session_scope
 from ppe.service.store.models import ReplayJob
 from ppe.traces import (
@@ -342,35 +343,13 @@ class ReplayRunner:
         hide: list[Path],
         limits: TraceLimits,
     ) -> None:
-        if not move(self.sessions, ReplayJob, job_id, (QUEUED,), status=RUNNING):
-            return  # cancelled while queued
-        progress = progress_writer(self.sessions, ReplayJob, job_id)
-        try:
+        def work(progress: Callable[[int, int], None]) -> dict[str, Any]:
             report = run_experiment(read_traces(cfg.traces, limits), cfg, progress)
-        except Cancelled:
-            return
-        except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
-            error = public_error(exc, [*hide, Path(tempfile.gettempdir())])
-            move(
-                self.sessions,
-                ReplayJob,
-                job_id,
-                (RUNNING,),
-                status=FAILED,
-                error=error,
-                finished_at=time.time(),
-            )
-            return
-        report["config"].update(traces=shown, scheduler_address=None)
-        move(
-            self.sessions,
-            ReplayJob,
-            job_id,
-            (RUNNING,),
-            status=DONE,
-            report=report,
-            finished_at=time.time(),
-        )
+            report["config"].update(traces=shown, scheduler_address=None)
+            return report
+
+        hidden = [*hide, Path(tempfile.gettempdir())]
+        run_job(self.sessions, ReplayJob, job_id, work, lambda exc: public_error(exc, hidden))
 
     def discard(self, folder: Path | None) -> None:
         """Remove an upload folder of this runner."""

@@ -27,7 +27,7 @@ from ppe.core.stochastic import StochasticValue
 from ppe.pmac import MachineProfile
 from ppe.service.config import Settings
 from ppe.service.forecasts import ForecastCache
-from ppe.service.jobs import DONE, FAILED, LIVE, QUEUED, RUNNING, Cancelled, move, progress_writer
+from ppe.service.jobs import LIVE, run_job
 from ppe.service.planning import (
     HostSpec,
     IndexCache,
@@ -266,35 +266,13 @@ class WhatIfRunner:
         hide: list[Path],
         spread: Spread,
     ) -> None:
-        if not move(self.sessions, WhatIfJob, job_id, (QUEUED,), status=RUNNING):
-            return  # cancelled while queued
-        progress = progress_writer(self.sessions, WhatIfJob, job_id)
-        try:
+        def work(progress: Callable[[int, int], None]) -> dict[str, Any]:
             report = evaluate_resolved(whatif, resources, options, progress, spread).to_dict()
             # through JSON once: numpy scalars and tuples become what the store keeps
-            report = json.loads(json.dumps(report, default=float))
-        except Cancelled:
-            return
-        except Exception as exc:  # noqa: BLE001 - the job records any failure for its caller
-            move(
-                self.sessions,
-                WhatIfJob,
-                job_id,
-                (RUNNING,),
-                status=FAILED,
-                error=public_error(exc, hide),
-                finished_at=time.time(),
-            )
-            return
-        move(
-            self.sessions,
-            WhatIfJob,
-            job_id,
-            (RUNNING,),
-            status=DONE,
-            report=report,
-            finished_at=time.time(),
-        )
+            out: dict[str, Any] = json.loads(json.dumps(report, default=float))
+            return out
+
+        run_job(self.sessions, WhatIfJob, job_id, work, lambda exc: public_error(exc, hide))
 
     def shutdown(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

@@ -12,11 +12,12 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 from sqlalchemy import select
 from starlette.concurrency import run_in_threadpool
 
+from ppe.service.api.job_cancel import cancelled
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.config import Settings
 from ppe.service.deps import ReplayRunnerDep, SessionDep, SettingsDep
 from ppe.service.errors import JOB_ENDED, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
-from ppe.service.jobs import CANCELLED, cancel, job_summary
+from ppe.service.jobs import job_summary
 from ppe.service.replay_jobs import JobError, TooLarge, upload_name
 from ppe.service.schemas import IdPath, ProblemReport
 from ppe.service.store.models import ReplayJob
@@ -255,9 +256,4 @@ def get_replay(
 def cancel_replay(
     job_id: IdPath, session: SessionDep, _role: Annotated[str, Depends(require(*OPERATE))]
 ) -> dict[str, Any]:
-    job = cancel(session, ReplayJob, job_id)
-    if job is None:
-        raise problem(404, f"no replay job {job_id}", "path.job_id")
-    if job.status != CANCELLED:
-        raise problem(409, f"replay job {job_id} has ended ({job.status})", "path.job_id")
-    return _summary(job)
+    return _summary(cancelled(session, ReplayJob, job_id, "replay"))

@@ -11,10 +11,11 @@ from pydantic import BaseModel, ConfigDict, Field
 from sqlalchemy import select
 
 import scheduler
+from ppe.service.api.job_cancel import cancelled
 from ppe.service.auth import OPERATE, READ, require
 from ppe.service.deps import ForecastCacheDep, SessionDep, planning_thread, services_of
 from ppe.service.errors import JOB_ENDED, NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
-from ppe.service.jobs import CANCELLED, cancel, job_summary
+from ppe.service.jobs import job_summary
 from ppe.service.schemas import TEXT_PATTERN, IdPath, StrategyName
 from ppe.service.store.models import WhatIfJob
 from ppe.service.whatif import (
@@ -303,9 +304,4 @@ def get_whatif(
 def cancel_whatif(
     job_id: IdPath, session: SessionDep, _role: Annotated[str, Depends(require(*OPERATE))]
 ) -> dict[str, Any]:
-    job = cancel(session, WhatIfJob, job_id)
-    if job is None:
-        raise problem(404, f"no what-if job {job_id}", "path.job_id")
-    if job.status != CANCELLED:
-        raise problem(409, f"what-if job {job_id} has ended ({job.status})", "path.job_id")
-    return _summary(job)
+    return _summary(cancelled(session, WhatIfJob, job_id, "what-if"))
