@@ -226,6 +226,18 @@ def whatif_tables(output: str) -> list[dict[int | None, float]]:
     return tables
 
 
+def whatif_means(output: str) -> list[float]:
+    """The predicted means of a `ppe whatif` table's rows, in order."""
+    header: list[str] = []
+    means = []
+    for line in output.splitlines():
+        if "mean s" in line and "interval s" in line:
+            header = re.split(r"\s{2,}", line.strip())
+        elif header and re.match(r"[0-9.]+\s", line):
+            means.append(float(re.split(r"\s{2,}", line.strip())[header.index("mean s")]))
+    return means
+
+
 @pytest.mark.slow
 def test_readme_tour_runs_as_written(
     served_clone: tuple[Path, MakeRun, dict[str, str]],
@@ -283,6 +295,9 @@ def test_readme_tour_runs_as_written(
     assert more[8] > more[16] > more[32] and more[32] < now[None] / 3  # as the README says
     assert all(faster[n] < more[n] for n in more)  # a network twice as fast helps a little
     assert (clone / "whatif-bitbrains.html").is_file()
+    # ... and as one spec: number = 0, 32, 32 and the links' bandwidths swept together
+    (k,) = [i for i, b in enumerate(blocks) if "bitbrains-scenarios.toml" in b.text]
+    assert whatif_means(outputs[k]) == [now[None], more[32], faster[32]], outputs[k]
 
     # The replay job the tour started resolves `bitbrains-sample` and runs to the end.
     headers = {"Authorization": f"Bearer {server.admin}"}

@@ -233,24 +233,26 @@ def _makespan_figure(go: Any, rows: Sequence[_Row], axes: Sequence[str], conf: f
 def _breakdown_figures(go: Any, rows: Sequence[_Row], axes: Sequence[str]) -> list[Any]:
     """Per nodeset: compute / communication / waiting stacked against the first axis (one
     axis), or its total per second-axis value (two axes)."""
-    names = [p.nodeset for p in rows[0].parts] if rows else []
+    names = list(dict.fromkeys(p.nodeset for r in rows for p in r.parts))
     figs = []
-    for k, name in enumerate(names):
+    for name in names:
         fig = go.Figure()
         log = False
+        having = [r for r in rows if any(p.nodeset == name for p in r.parts)]  # number > 0
+
+        def part(r: _Row, name: str = name) -> _Part:
+            return next(p for p in r.parts if p.nodeset == name)
+
         if len(axes) == 1:
-            xs, log = _x(rows, 0)
+            xs, log = _x(having, 0)
             for field in ("compute", "communication", "waiting"):
-                ys = [getattr(r.parts[k], field) for r in rows]
+                ys = [getattr(part(r), field) for r in having]
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=field, mode="lines", stackgroup="one"))
         else:
-            for label, group in _groups(rows, axes):
+            for label, group in _groups(having, axes):
                 xs, lg = _x(group, 0)
                 log = log or lg
-                ys = [
-                    r.parts[k].compute + r.parts[k].communication + r.parts[k].waiting
-                    for r in group
-                ]
+                ys = [part(r).compute + part(r).communication + part(r).waiting for r in group]
                 fig.add_trace(go.Scatter(x=xs, y=ys, name=label, mode="lines+markers"))
         what = "compute / communication / waiting" if len(axes) == 1 else "busy + waiting"
         fig.update_layout(

@@ -4,6 +4,7 @@ nodeset's share (rows, compute, communication, waiting), as JSON (``--out``) and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -118,7 +119,7 @@ def table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows (shared by the text table and the HTML page)."""
     conf = f"{report.options.confidence:.0%}"
     head = [*report.axes, "mean s", f"{conf} interval s"]
-    names = [n.nodeset for n in report.points[0].nodesets] if report.points else []
+    names = nodeset_names(report.points)
     for name in names:
         head += [f"{name} rows/node", f"{name} compute/comm/wait s"]
     rows = []
@@ -126,12 +127,27 @@ def table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
         lo, hi = p.makespan.interval(report.options.confidence)
         cells = [_value(v) for _, v in p.values]
         cells += [_seconds(p.makespan.mean()), f"[{_seconds(lo)}, {_seconds(hi)}]"]
-        for n in p.nodesets:
+        here = {n.nodeset: n for n in p.nodesets}
+        for name in names:
+            n = here.get(name)
+            if n is None:  # number = 0 at this point
+                cells += [ABSENT, ABSENT]
+                continue
             span = f"{n.rows_min}" if n.rows_min == n.rows_max else f"{n.rows_min}-{n.rows_max}"
             parts = "/".join(_seconds(x) for x in (n.compute, n.communication, n.waiting))
             cells += [span, parts]
         rows.append(cells)
     return head, rows
+
+
+#: A table cell of a nodeset absent from a point (``number = 0``).
+ABSENT = "-"
+
+
+def nodeset_names(points: Sequence[Any]) -> list[str]:
+    """Every nodeset any point has, in the order they first appear (a nodeset with
+    ``number = 0`` is absent from some points)."""
+    return list(dict.fromkeys(n.nodeset for p in points for n in p.nodesets))
 
 
 def report_notes(report: Report) -> list[str]:

@@ -12,7 +12,7 @@ into a spec problem at the line that names it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Protocol
@@ -133,8 +133,9 @@ def pick_quietest(
 
 
 def resolve(whatif: WhatIf, resolver: Resolver, pick_warmup: float | None = None) -> Resources:
-    """Read everything ``whatif`` names (references are not sweepable, so the first point
-    names them all); :class:`SpecError` lists each one that failed, at its line.
+    """Read everything ``whatif`` names (references are not sweepable, so every point names
+    the same, except nodesets absent from some points: each nodeset is read from a point that
+    has it); :class:`SpecError` lists each one that failed, at its line.
 
     A ``dir`` load's files are picked here. ``pick_warmup``: the simulated path's warm-up; the
     pick then sees only the samples before the first start any of its candidates allows (their
@@ -155,7 +156,7 @@ def resolve(whatif: WhatIf, resolver: Resolver, pick_warmup: float | None = None
             problems.append(whatif.problem(path, f"cannot read it: {_why(exc)}"))
             return None
 
-    for ns in spec.nodesets:
+    for ns in _every_nodeset(whatif):
         at = ("nodeset", ns.index)
         if ns.profile is not None and ns.profile not in profiles:
             got = attempt((*at, "profile"), partial(resolver.profile, ns.profile))
@@ -178,7 +179,7 @@ def resolve(whatif: WhatIf, resolver: Resolver, pick_warmup: float | None = None
                 traces.update(chosen)
                 notes.append(note)
     model = _model(whatif, spec, resolver, problems)
-    signature = _signature(whatif, spec, resolver, problems)
+    signature = _signature(whatif, spec, _every_nodeset(whatif), resolver, problems)
     if problems:
         raise SpecError(problems, whatif.source)
     return Resources(profiles, traces, hosts, model, signature, picked, tuple(notes))
@@ -269,11 +270,25 @@ def _model(
     return model
 
 
+def _every_nodeset(whatif: WhatIf) -> list[Nodeset]:
+    """Each nodeset of the spec once, in order, from the first point that has it (a nodeset
+    with ``number = 0`` is absent from that point)."""
+    seen: dict[int, Nodeset] = {}
+    for point in whatif.points:
+        for ns in point.spec.nodesets:
+            seen.setdefault(ns.index, ns)
+    return [seen[i] for i in sorted(seen)]
+
+
 def _signature(
-    whatif: WhatIf, spec: Spec, resolver: Resolver, problems: list[Problem]
+    whatif: WhatIf,
+    spec: Spec,
+    nodesets: Sequence[Nodeset],
+    resolver: Resolver,
+    problems: list[Problem],
 ) -> Signature | None:
     ex = spec.execution
-    uses_profile = any(ns.profile is not None or ns.host is not None for ns in spec.nodesets)
+    uses_profile = any(ns.profile is not None or ns.host is not None for ns in nodesets)
     ref = ex.signature or (ex.model if ex.builtin else None)
     if ref is None or not uses_profile:
         return None

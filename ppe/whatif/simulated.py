@@ -49,7 +49,7 @@ from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simula
 from ppe.whatif.analytic import WhatIfError, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options, Spread
-from ppe.whatif.report import _value, aligned
+from ppe.whatif.report import ABSENT, _value, aligned, nodeset_names
 from ppe.whatif.resolve import Resolver, Resources, resolve
 from ppe.whatif.spec import Spec, SpecPoint, WhatIf
 
@@ -603,7 +603,7 @@ def sim_table_rows(report: SimReport) -> tuple[list[str], list[list[str]]]:
     """The simulated table's header and rows (shared by the text table and the HTML page)."""
     pct = f"{report.options.confidence * 100:g}%"
     head = [*report.axes, "mean s", f"{pct} interval s", "predicted s", "in analytic"]
-    names = [n.nodeset for n in report.points[0].nodesets] if report.points else []
+    names = nodeset_names(report.points)
     head += [f"{n} compute/comm/wait s" for n in names]
     rows = []
     for p in report.points:
@@ -615,7 +615,11 @@ def sim_table_rows(report: SimReport) -> tuple[list[str], list[list[str]]]:
             f"{p.predicted.mean():.4g}",
             f"{p.coverage * 100:.0f}%",
         ]
-        row += [f"{n.compute:.4g}/{n.communication:.4g}/{n.waiting:.4g}" for n in p.nodesets]
+        here = {n.nodeset: n for n in p.nodesets}
+        row += [
+            f"{n.compute:.4g}/{n.communication:.4g}/{n.waiting:.4g}" if n else ABSENT
+            for n in (here.get(name) for name in names)
+        ]
         rows.append(row)
     return head, rows
 

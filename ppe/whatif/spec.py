@@ -119,7 +119,7 @@ class Numeric:
 
 
 NUMERIC: dict[tuple[str, str], Numeric] = {
-    ("nodeset", "number"): Numeric("count", integer=True, low=1, strict=False),
+    ("nodeset", "number"): Numeric("count", integer=True, low=0, strict=False),
     ("nodeset", "floatspeed"): Numeric("flops"),
     ("nodeset", "grainsize"): Numeric("bytes"),
     ("nodeset", "bandwidth"): Numeric("rate"),
@@ -354,6 +354,20 @@ def _field_name(path: Path) -> str:
     return out
 
 
+def _absent(doc: Mapping[str, Any]) -> set[str]:
+    """Nodesets with ``number = 0`` (a sweep's point without them): checked like the others,
+    then left out with the linksets that join them and their place in distributions."""
+    tables = doc.get("nodeset")
+    return {
+        t["name"]
+        for t in (tables if isinstance(tables, list) else [])
+        if isinstance(t, Mapping)
+        and isinstance(t.get("name"), str)
+        and not isinstance(t.get("number"), bool)
+        and t.get("number") == 0
+    }
+
+
 def _suggest(name: str, choices: Sequence[str]) -> str:
     near = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {near[0]!r}?" if near else ""
@@ -525,6 +539,7 @@ class _Builder:
         self.doc = doc
         self.p = problems
         self.script = script
+        self.absent: set[str] = _absent(doc)
 
     # -- helpers
 
@@ -732,6 +747,8 @@ class _Builder:
         ):
             return None
         assert name is not None and kind is not None and load is not None
+        if values["number"] == 0:
+            return None  # absent at this point (_absent): checked, not built
         return Nodeset(
             name,
             kind,
@@ -896,6 +913,8 @@ class _Builder:
         ):
             return None
         assert name and topology and duplex and latency is not None and bandwidth is not None
+        if {across, *(updown or ())} & self.absent:
+            return None  # it joins a nodeset absent at this point
         return Linkset(
             name,
             across,
@@ -985,6 +1004,13 @@ class _Builder:
         if not ok or None in (name, kind):
             return None
         assert name and kind and dataset
+        members = [m for m in members if m not in self.absent]
+        if not members:
+            self.p.add(
+                (*path, "nodeset"),
+                f"every nodeset of distribution {name!r} has number = 0: nothing holds it",
+            )
+            return None
         ds = next((d for d in datasets if d.name == dataset), None)
         built = {n.name: n for n in nodesets}
         if ds is None or any(m not in built for m in members):

@@ -398,3 +398,19 @@ def test_4096_nodes_collapse_to_a_few_classes() -> None:
 def test_an_unknown_strategy_is_refused_before_anything_runs() -> None:
     with pytest.raises(WhatIfError, match="unknown strategy 'fastest'"):
         run(cluster(), strategy="fastest")
+
+
+def test_an_absent_nodeset_predicts_as_the_spec_without_it() -> None:
+    """A point with number = 0 is the machine without that nodeset, to the last digit."""
+    swept = two_nodesets().replace('name = "fast"\nnumber = 4', 'name = "fast"\nnumber = [0, 4]')
+    text = two_nodesets()
+    start, end = text.index('[[nodeset]]\nname = "fast"'), text.index('[[nodeset]]\nname = "slow"')
+    alone = text[:start] + text[end:]
+    for name in ("lan-fast", "bridge"):
+        at = alone.index(f'[[linkset]]\nname = "{name}"')
+        alone = alone[:at] + alone[alone.index("\n\n", at) + 2 :]
+    alone = alone.replace('nodeset = ["fast", "slow"]', 'nodeset = ["slow"]')
+    absent = evaluate(parse(swept), MemoryResolver()).points[0]
+    (only_slow,) = evaluate(parse(alone), MemoryResolver()).points
+    assert absent.makespan.mean() == only_slow.makespan.mean()
+    assert [n.nodeset for n in absent.nodesets] == ["slow"]

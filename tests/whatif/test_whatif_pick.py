@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from ppe.whatif import LoadTrace, Problem, SpecError, evaluate, parse_spec, resolve
+from ppe.whatif.html import render_html
 from ppe.whatif.resolve import pick_quietest
 from ppe.whatif_cli import FileResolver
 from ppe.whatif_cli import main as whatif_main
@@ -231,3 +232,22 @@ def test_the_simulated_path_runs_on_the_picked_traces_and_says_from_which_window
     assert "simulated at 2 start time(s)" in out
     assert "note: nodeset 'node': the 2 quietest of 5 traces in 'traces/hosts'" in out
     assert "over the samples before 86400 s): c (0.990 ± 0.000), d (0.950 ± 0.000)" in out
+
+
+def test_the_worked_example_as_one_spec_answers_as_its_three_specs() -> None:
+    """bitbrains-scenarios.toml: number = 0, 32, 32 and the links' bandwidths swept together
+    give the three specs' predictions, point by point, to the last digit."""
+    (now,), _ = _example("bitbrains.toml")
+    more, _ = _example("bitbrains-more.toml")
+    faster, _ = _example("bitbrains-more-2x.toml")
+    scenarios, _ = _example("bitbrains-scenarios.toml")
+    assert [p["hosts"] for p in scenarios] == [9, 41, 41]
+    assert [p["mean"] for p in scenarios] == [now["mean"], more[-1]["mean"], faster[-1]["mean"]]
+    assert scenarios[0]["comm"] == now["comm"]  # the quiet nodeset and its links: absent
+    page = render_html(
+        evaluate(
+            parse_spec((EXAMPLES / "bitbrains-scenarios.toml").read_text(), "s"),
+            FileResolver(EXAMPLES),
+        )
+    )
+    assert "Nodeset quiet" in page and "Nodeset now" in page

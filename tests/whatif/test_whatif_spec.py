@@ -438,3 +438,24 @@ def test_fields_swept_together_need_as_many_values() -> None:
 def test_unknown_fields_of_sweep_are_named() -> None:
     p = only(cluster(number=[2, 4], n="1000..2000") + "\n[sweep]\ntogeter = []\n")
     assert "unknown field 'togeter' in [sweep]; did you mean 'together'?" in p.message
+
+
+# ------------------------------------------------------------------------------ absent nodesets
+
+
+def test_a_nodeset_with_number_0_is_absent_from_that_point() -> None:
+    """number = 0: the nodeset, its linksets and its place in the distribution are left out of
+    that point; the other points keep it."""
+    text = two_nodesets().replace('name = "fast"\nnumber = 4', 'name = "fast"\nnumber = [0, 4]')
+    without, with_fast = (p.spec for p in parse(text).points)
+    assert [ns.name for ns in without.nodesets] == ["slow"]
+    assert [ls.name for ls in without.linksets] == ["lan-slow"]
+    assert without.primary.nodesets == ("slow",)
+    assert [ns.name for ns in with_fast.nodesets] == ["fast", "slow"]
+    assert [ls.name for ls in with_fast.linksets] == ["lan-fast", "lan-slow", "bridge"]
+
+
+def test_a_distribution_whose_nodesets_are_all_absent_is_refused() -> None:
+    p = only(cluster(number=[0, 4]))
+    assert "has number = 0: nothing holds it" in p.message
+    assert "(at nodeset.node.number = 0)" in p.message
