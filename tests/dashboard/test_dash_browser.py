@@ -403,6 +403,45 @@ WHATIF_SPEC = EXAMPLE_SPEC.replace(
 )
 WHATIF_TYPO = WHATIF_SPEC.replace("floatspeed =", "floatsped =")  # line 6
 WHATIF_SWEEP = WHATIF_SPEC.replace("number = 4", 'number = "2..32 x2"')  # 5 points: a job
+WHATIF_ABSENT = """
+[[nodeset]]
+name = "a"
+number = 2
+floatspeed = "1 Gflop/s"
+
+[[nodeset]]
+name = "b"
+number = [0, 2]
+floatspeed = "1 Gflop/s"
+
+[[linkset]]
+name = "la"
+across = "a"
+
+[[linkset]]
+name = "lb"
+across = "b"
+
+[[linkset]]
+name = "ab"
+updown = ["a", "b"]
+
+[[dataset]]
+name = "grid"
+type = "grid2dim"
+size = 1000
+floatsperunit = 8
+
+[[distribution]]
+name = "strips"
+type = "block1dim"
+dataset = "grid"
+nodeset = ["a", "b"]
+
+[execution]
+model = "sor"
+iterations = 10
+"""
 WHATIF_LONG = WHATIF_SPEC.replace("number = 4", 'number = "2000..2999 +1"').replace(
     "size = 1000", "size = 4000"
 )  # 1000 points of 2000-3000 nodes: a job that runs for a while
@@ -424,6 +463,8 @@ class WhatIfFound(TypedDict, total=False):
     reopened_x: list[float]
     reopened_spec: str
     cancelled: str
+    absent_cells: list[list[str]]
+    absent_head: list[str]
     unlabelled: list[str]
     phone_width: int
     wide: list[str]
@@ -529,6 +570,19 @@ def whatif_walkthrough(base_url: str, operator_token: str, out_dir: Path) -> Wha
                 headers={"Authorization": f"Bearer {operator_token}"},
                 timeout=30,
             ).json()["status"]
+            # A nodeset absent from a point (number = 0): its cells are dashes in that row.
+            r = httpx.post(
+                base_url + "/api/v1/whatif",
+                json={"spec": WHATIF_ABSENT, "executor": "serial"},
+                headers={"Authorization": f"Bearer {operator_token}"},
+                timeout=30,
+            )
+            assert r.status_code == 202, r.text
+            page.goto(f"{base_url}/whatif?job={r.json()['id']}")
+            rows = page.locator("#points-body tr")
+            expect(rows).to_have_count(2, timeout=60_000)
+            found["absent_cells"] = [rows.nth(i).locator("td").all_inner_texts() for i in range(2)]
+            found["absent_head"] = page.locator("#points-head th").all_inner_texts()
             page.goto(reopened_url)
 
             page.set_viewport_size({"width": 390, "height": 844})
@@ -584,6 +638,14 @@ def test_whatif_page_in_chromium(
     assert found["reopened_x"] == found["sweep_x"]
     assert found["reopened_spec"] == WHATIF_SWEEP
     assert found["cancelled"] == "cancelled"
+    assert [t.lower() for t in found["absent_head"][-4:]] == [  # (CSS sets the case)
+        "a rows/node",
+        "a compute / comm / wait",
+        "b rows/node",
+        "b compute / comm / wait",
+    ]
+    without, with_b = found["absent_cells"]
+    assert without[-2:] == ["—", "—"] and "—" not in with_b[-2:], found["absent_cells"]
     assert found["unlabelled"] == [], found["unlabelled"]
     assert found["phone_width"] <= 390, found.get("wide")
     assert found["external"] == [], found["external"]

@@ -171,7 +171,8 @@
     P.setText("#result-title", report.title || "Result");
     P.setText("#result-sub", "strategy " + report.strategy + " · " + plural(report.points.length, "point")
       + " · " + P.confidenceLabel(conf) + " intervals");
-    const names = report.points.length ? report.points[0].nodesets.map((n) => n.nodeset) : [];
+    // every nodeset any point has (number = 0 leaves one out of some points)
+    const names = [...new Set(report.points.flatMap((p) => p.nodesets.map((n) => n.nodeset)))];
     $("#points-head").replaceChildren(h("tr", {},
       report.axes.map((a) => h("th", { scope: "col", class: "num" }, a)),
       h("th", { scope: "col", class: "num" }, "Mean"),
@@ -182,7 +183,9 @@
       report.axes.map((a) => h("td", { class: "num" }, valueText(p.values[a]))),
       h("td", { class: "num" }, P.seconds(p.makespan.mean)),
       h("td", { class: "num" }, P.secondsRange(p.makespan.interval[0], p.makespan.interval[1])),
-      p.nodesets.map((n) => {
+      names.map((name) => {
+        const n = p.nodesets.find((x) => x.nodeset === name);
+        if (!n) return [h("td", { class: "num muted" }, P.DASH), h("td", { class: "num muted" }, P.DASH)];
         const [lo, hi] = n.rows_per_node;
         return [h("td", { class: "num" }, lo === hi ? String(lo) : lo + "–" + hi),
           h("td", { class: "num" }, [n.compute_s, n.communication_s, n.waiting_s].map(P.seconds).join(" / "))];
