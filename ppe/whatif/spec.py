@@ -1304,6 +1304,9 @@ class _Builder:
     def check_move(self, spec: Spec, s: Move, pos: Position | None) -> None:
         where: Path = ("execution", "script")
         names = [n.name for n in spec.nodesets]
+        if s.nodeset in self.absent:
+            self.p.add(where, f"move {s.direction} {s.nodeset!r}: it has number = 0 here", pos)
+            return
         if s.nodeset not in names:
             self.p.add(
                 where,

@@ -4,6 +4,8 @@ nearest valid one."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from ppe.whatif import Problem, SpecError
@@ -12,6 +14,8 @@ from ppe.whatif.sweep import MAX_POINTS
 from ppe.whatif.units import UnitError, parse_quantity
 
 from .conftest import SOR_SCRIPT, cluster, parse, two_nodesets
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def problems(text: str) -> list[Problem]:
@@ -459,3 +463,17 @@ def test_a_distribution_whose_nodesets_are_all_absent_is_refused() -> None:
     p = only(cluster(number=[0, 4]))
     assert "has number = 0: nothing holds it" in p.message
     assert "(at nodeset.node.number = 0)" in p.message
+
+
+def test_a_script_moving_data_to_an_absent_nodeset_names_the_point() -> None:
+    text = (
+        (ROOT / "examples/whatif/script.toml")
+        .read_text()
+        .replace("number = 4\n", "number = [0, 4]\n")
+    )
+    found = problems(text)
+    assert {p.message.split(" (at ")[0] for p in found} == {
+        "move from 'disk': it has number = 0 here",
+        "move to 'disk': it has number = 0 here",
+    }
+    assert all("(at nodeset.disk.number = 0, linkset.net.bandwidth" in p.message for p in found)
