@@ -457,9 +457,9 @@ def widened(
 ) -> Distribution:
     """``dist`` (a fallback resting on ``episodes`` independent windows) widened like the
     analogue fallback, and labelled with its ``support`` and ``fallback``."""
-    return _combined(
-        [(1.0, dist)], _widening(episodes, opts), bounds, support, fallback, _fallback_options(opts)
-    )
+    # The kernel floor of short runs (not the fallback's): with no whole window of the horizon
+    # in the history, nothing measured how little such windows spread.
+    return _combined([(1.0, dist)], _widening(episodes, opts), bounds, support, fallback, opts)
 
 
 def _fallback_options(opts: AnalogOptions) -> AnalogOptions:

@@ -261,8 +261,10 @@ def _with_bursts(comms: list[Event], threads: list[Any], since: float | None) ->
     after its send was issued, so causality holds across the rank's threads), with the
     compute bursts between them: from the rank's first event, every stretch in which no
     thread of the rank was communicating. The rank's time is counted once: a call that began
-    while another thread's call was under way starts when that one ended (one thread's own
-    events, e.g. the two of a Sendrecv, keep their region's interval)."""
+    while another thread's call was under way starts when that one ended. One thread's own
+    events (the two of a Sendrecv) keep their region's interval, unless another thread's call
+    was recorded between them: then the later one starts where the rank's busy time ended,
+    since a rank's events must not start earlier than the one before."""
     out: list[Event] = []
     busy_until, busy_thread = since, None
     for e, thread in zip(comms, threads, strict=True):

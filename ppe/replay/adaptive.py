@@ -37,10 +37,12 @@ def run_adaptive(
     config: ReplayConfig,
     banks: tuple[RateBank, RateBank | None],
     replan_map: ReplanMap,
+    checkpoint: Callable[[], None] | None = None,
 ) -> np.ndarray:
     """Actual makespan of every case run with ``strategy`` and re-planning; each case's
     ``plans[i].outcomes[replanned(strategy)].replans`` records what happened at each
-    re-plan (time, iterations left, verdict, rows)."""
+    re-plan (time, iterations left, verdict, rows). ``checkpoint()`` is called at every
+    progress check (a service job stops there when it was cancelled)."""
     bank, net_bank = banks
     policy = config.replan_policy
     name = replanned(strategy)
@@ -52,6 +54,8 @@ def run_adaptive(
     since_done = np.zeros(len(cases), dtype=np.int64)  # iterations done under it
     pace = np.array([_pace(p.outcomes[name].mean, config.sim.iterations) for p in plans])
     while True:
+        if checkpoint is not None:
+            checkpoint()
         live = np.flatnonzero(left > 0)
         if live.size == 0:
             break

@@ -42,20 +42,29 @@ def run_experiment(
     cases = draw_cases(hosts, config)
     bank, net_bank = make_banks(hosts)
     actual: dict[str, np.ndarray] = {}
+
+    def checkpoint() -> None:
+        """Between the steps after planning: the planned count again (a service job's
+        progress writer stops a cancelled job there)."""
+        if progress is not None:
+            progress(len(cases), len(cases))
+
     with Workers(hosts, config) as workers:
         plans: list[CasePlan] = workers.map("plan", cases, progress)
         t_plan = time.perf_counter() - t0
         for s in config.replan:
             actual[replanned(s)] = run_adaptive(
-                cases, hosts, plans, s, config, (bank, net_bank), workers.map
+                cases, hosts, plans, s, config, (bank, net_bank), workers.map, checkpoint
             )
     cands = [
         [rows_or_block(p.outcomes[s], c, config) for p, c in zip(plans, cases, strict=True)]
         for s in config.strategies
     ]
     for s, rows in zip(config.strategies, cands, strict=True):
+        checkpoint()
         specs = run_specs(cases, hosts, rows, net_bank is not None)
         actual[s] = simulate(bank, specs, config.sim, net_bank).makespan
+    checkpoint()
     base = run_specs(cases, hosts, [[0] * config.hosts for _ in cases], net_bank is not None)
     orc = oracle(bank, base, config.sim, config.sim.n, net_bank, candidates=cands)
     timing = {

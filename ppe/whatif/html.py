@@ -301,15 +301,45 @@ def _point_figures(go: Any, row: _Row, conf: float) -> list[Any]:
 
 
 def plotted_axes(axes: Sequence[str], together: Sequence[Sequence[str]]) -> list[str]:
-    """The axes a plot runs along: every swept field but those that follow another in a
-    ``[sweep] together`` group (they move with its first, and the table shows them)."""
+    """The swept fields that vary on their own: every one but those that follow another in a
+    ``[sweep] together`` group (a group is one axis of the two a plot can show)."""
     followers = {label for group in together for label in group[1:]}
     return [a for a in axes if a not in followers]
 
 
-def _leading(rows: Sequence[_Row], axes: Sequence[str]) -> list[_Row]:
-    """The rows with their values cut to ``axes`` (the plotted ones), in that order."""
-    return [replace(r, values=tuple((a, dict(r.values)[a]) for a in axes)) for r in rows]
+#: The x axis of a group none of whose fields tells its steps apart (``[0, 32, 32]`` beside
+#: ``[1, 1, 2]``): the step's number, from 1.
+STEP = "step"
+
+
+def _plot_rows(
+    rows: Sequence[_Row], axes: Sequence[str], together: Sequence[Sequence[str]]
+) -> tuple[list[_Row], list[str]]:
+    """The rows with their values cut to the plotted axes: a group's first field whose values
+    tell its steps apart (the table shows the others), else its step number."""
+    groups = {g[0]: tuple(g) for g in together}
+    out_axes: list[str] = []
+    steps: dict[str, dict[tuple[Any, ...], int]] = {}
+    for label in plotted_axes(axes, together):
+        group = groups.get(label, (label,))
+        tuples = list(dict.fromkeys(tuple(dict(r.values)[x] for x in group) for r in rows))
+        lead = next(
+            (x for x in group if len({dict(r.values)[x] for r in rows}) == len(tuples)), None
+        )
+        if lead is not None:
+            out_axes.append(lead)
+        else:
+            out_axes.append(STEP)
+            steps[STEP] = {t: k + 1 for k, t in enumerate(tuples)}
+            groups[STEP] = group
+
+    def value(r: _Row, label: str) -> Any:
+        values = dict(r.values)
+        if label in steps:
+            return steps[label][tuple(values[x] for x in groups[label])]
+        return values[label]
+
+    return [replace(r, values=tuple((a, value(r, a)) for a in out_axes)) for r in rows], out_axes
 
 
 def _figures(
@@ -317,8 +347,7 @@ def _figures(
 ) -> list[Any]:
     import plotly.graph_objects as go
 
-    axes = plotted_axes(all_axes, together)
-    rows = _leading(rows, axes)
+    rows, axes = _plot_rows(rows, all_axes, together)
     if not rows or len(axes) > 2:
         return []
     if not axes or len(rows) == 1:

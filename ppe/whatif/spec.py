@@ -1474,7 +1474,7 @@ def _parse_doc(doc: dict[str, Any], text: str, source: str, locator: Locator) ->
     script = _script(doc, locator, problems)
     script_problems = len(problems.items)
     axes = _find_axes(doc, problems)
-    dims = _dimensions(sweep, axes, problems)
+    dims = _dimensions(sweep, axes, problems, _swept_labels(doc))
     total = math.prod(len(axes[d[0]].values) for d in dims) if dims else 1
     if total > MAX_POINTS:
         sizes = " x ".join(f"{len(axes[d[0]].values)} ({axes[d[0]].label})" for d in dims)
@@ -1490,19 +1490,34 @@ def _parse_doc(doc: dict[str, Any], text: str, source: str, locator: Locator) ->
     return WhatIf(source, text, tuple(axes), tuple(points), locator, together=together)
 
 
-def _dimensions(sweep: Any, axes: Sequence[Axis], problems: _Problems) -> list[tuple[int, ...]]:
+def _swept_labels(doc: Mapping[str, Any]) -> set[str]:
+    """Labels of every field written as a sweep (a list or a range), read or not."""
+    return {
+        _label(doc, path)
+        for path, _, value in _numeric_fields(doc)
+        if isinstance(value, list) or is_range(value)
+    }
+
+
+def _dimensions(
+    sweep: Any, axes: Sequence[Axis], problems: _Problems, written: set[str]
+) -> list[tuple[int, ...]]:
     """The sweep's independent dimensions as indices into ``axes``: each axis alone, except
     the groups ``[sweep] together`` names, which move in step (their lengths must agree).
     Weak scaling is one: ``together = [["nodeset.node.number", "dataset.grid.size"]]``."""
     groups: list[tuple[int, ...]] = []
     if sweep is not None:
-        groups = _together(sweep, axes, problems)
+        groups = _together(sweep, axes, problems, written)
     grouped = {i for g in groups for i in g}
     dims = [*groups, *((i,) for i in range(len(axes)) if i not in grouped)]
     return sorted(dims, key=lambda d: d[0])
 
 
-def _together(sweep: Any, axes: Sequence[Axis], problems: _Problems) -> list[tuple[int, ...]]:
+def _together(
+    sweep: Any, axes: Sequence[Axis], problems: _Problems, written: set[str]
+) -> list[tuple[int, ...]]:
+    """The groups as indices into ``axes``; a group naming a sweep that could not be read
+    (``written``, its own problem already said) is left out without a second message."""
     if not isinstance(sweep, Mapping):
         problems.add(("sweep",), 'sweep must be a table: [sweep] together = [["a", "b"]]')
         return []
@@ -1526,6 +1541,8 @@ def _together(sweep: Any, axes: Sequence[Axis], problems: _Problems) -> list[tup
             continue
         found: list[int] = []
         for name in group:
+            if name not in labels and name in written:
+                continue  # a sweep with its own problem
             if name not in labels:
                 near = _suggest(name, list(labels))
                 swept = ", ".join(labels) or "none"

@@ -244,3 +244,27 @@ def test_the_dask_task_plans_like_the_local_path(traces) -> None:
     remote = _chunk_from_paths("plan", cases, [str(f) for f in FILES], config)
     local = [plan_case(c, hosts, config) for c in cases]
     assert [p.outcomes["mean"].rows for p in remote] == [p.outcomes["mean"].rows for p in local]
+
+
+class _Stop(Exception):
+    pass
+
+
+def test_progress_is_reported_after_planning_too(traces) -> None:
+    """After the cases are planned, the re-planning runs, the strategies' simulations and the
+    oracle each report the planned count again: a service job cancelled then stops there."""
+    config = _small(strategies=("mean", "expected"), replan=("expected",))
+    calls: list[tuple[int, int]] = []
+    report = run_experiment(traces, config, lambda d, t: calls.append((d, t)))
+    planned = calls.index((config.starts, config.starts))
+    assert len(calls) - planned - 1 >= 3, calls  # re-plan checks, two strategies, the oracle
+
+    def stop_after_planning(done: int, total: int) -> None:
+        calls.append((done, total))
+        if calls.count((total, total)) > 1:
+            raise _Stop
+
+    calls.clear()
+    with pytest.raises(_Stop):
+        run_experiment(traces, config, stop_after_planning)
+    assert report["strategies"]  # the first run went to the end

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from ppe.whatif import LoadTrace, Problem, SpecError, evaluate, parse_spec, resolve
-from ppe.whatif.html import render_html
+from ppe.whatif.html import figures, render_html
 from ppe.whatif.resolve import pick_quietest
 from ppe.whatif_cli import FileResolver
 from ppe.whatif_cli import main as whatif_main
@@ -244,10 +244,12 @@ def test_the_worked_example_as_one_spec_answers_as_its_three_specs() -> None:
     assert [p["hosts"] for p in scenarios] == [9, 41, 41]
     assert [p["mean"] for p in scenarios] == [now["mean"], more[-1]["mean"], faster[-1]["mean"]]
     assert scenarios[0]["comm"] == now["comm"]  # the quiet nodeset and its links: absent
-    page = render_html(
-        evaluate(
-            parse_spec((EXAMPLES / "bitbrains-scenarios.toml").read_text(), "s"),
-            FileResolver(EXAMPLES),
-        )
+    report = evaluate(
+        parse_spec((EXAMPLES / "bitbrains-scenarios.toml").read_text(), "s"),
+        FileResolver(EXAMPLES),
     )
+    page = render_html(report)
     assert "Nodeset quiet" in page and "Nodeset now" in page
+    # no field of the group tells the steps apart (0, 32, 32 and 1, 1, 2 Gb/s): plotted by step
+    (mean,) = [t for t in figures(report)[0].data if t.name == "predicted mean"]
+    assert list(mean.x) == [1, 2, 3] and figures(report)[0].layout.xaxis.title.text == "step"

@@ -477,3 +477,12 @@ def test_a_script_moving_data_to_an_absent_nodeset_names_the_point() -> None:
         "move to 'disk': it has number = 0 here",
     }
     assert all("(at nodeset.disk.number = 0, linkset.net.bandwidth" in p.message for p in found)
+
+
+def test_a_bad_sweep_in_a_group_is_said_once() -> None:
+    """A field of the group whose sweep cannot be read has its own problem, and only that."""
+    text = cluster(number=[2, 4], bandwidth=["1 Gb/s", "2 Gbit/s"]) + (
+        '\n[sweep]\ntogether = [["nodeset.node.number", "linkset.net.bandwidth"]]\n'
+    )
+    p = only(text)
+    assert p.field == "linkset[0].bandwidth" and "bad sweep" in p.message

@@ -324,12 +324,14 @@ window.PPE = (function () {
       type: "button", class: "small", "aria-label": "Cancel job " + job.id,
       onclick: async (ev) => {
         ev.target.disabled = true;
+        let failed = null;
         try {
           await api("/" + kind + "/" + encodeURIComponent(job.id) + "/cancel", { method: "POST" });
         } catch (e) {
-          if (e.status !== 401) liveStatus(false, "Job " + job.id + " not cancelled: " + e.message);
+          if (e.status !== 401) failed = "Job " + job.id + " not cancelled: " + e.message;
         }
-        await after();
+        try { await after(); } catch (e) { /* the list's own refresh reports its failures */ }
+        if (failed) liveStatus(false, failed);  // after the reload, which says "Updated"
       },
     }, "Cancel");
   }
