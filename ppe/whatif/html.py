@@ -233,7 +233,8 @@ def _makespan_figure(go: Any, rows: Sequence[_Row], axes: Sequence[str], conf: f
 def _breakdown_figures(go: Any, rows: Sequence[_Row], axes: Sequence[str]) -> list[Any]:
     """Per nodeset: compute / communication / waiting stacked against the first axis (one
     axis), or its total per second-axis value (two axes)."""
-    names = list(dict.fromkeys(p.nodeset for r in rows for p in r.parts))
+    fullest = sorted(rows, key=lambda r: -len(r.parts))  # chain order, as the table's
+    names = list(dict.fromkeys(p.nodeset for r in fullest for p in r.parts))
     figs = []
     for name in names:
         fig = go.Figure()

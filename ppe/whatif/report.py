@@ -145,9 +145,10 @@ ABSENT = "-"
 
 
 def nodeset_names(points: Sequence[Any]) -> list[str]:
-    """Every nodeset any point has, in the order they first appear (a nodeset with
-    ``number = 0`` is absent from some points)."""
-    return list(dict.fromkeys(n.nodeset for p in points for n in p.nodesets))
+    """Every nodeset any point has (a nodeset with ``number = 0`` is absent from some
+    points), in chain order: that of the points with the most nodesets first."""
+    fullest = sorted(points, key=lambda p: -len(p.nodesets))
+    return list(dict.fromkeys(n.nodeset for p in fullest for n in p.nodesets))
 
 
 def report_notes(report: Report) -> list[str]:

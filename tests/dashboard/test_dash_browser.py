@@ -23,6 +23,7 @@ import pytest
 
 from ppe.service.api.whatif import EXAMPLE_SPEC
 from ppe.traces import read_trace
+from tests.whatif.conftest import two_nodesets
 
 if TYPE_CHECKING:
     from playwright.sync_api import ConsoleMessage, Page, Route
@@ -403,45 +404,9 @@ WHATIF_SPEC = EXAMPLE_SPEC.replace(
 )
 WHATIF_TYPO = WHATIF_SPEC.replace("floatspeed =", "floatsped =")  # line 6
 WHATIF_SWEEP = WHATIF_SPEC.replace("number = 4", 'number = "2..32 x2"')  # 5 points: a job
-WHATIF_ABSENT = """
-[[nodeset]]
-name = "a"
-number = 2
-floatspeed = "1 Gflop/s"
-
-[[nodeset]]
-name = "b"
-number = [0, 2]
-floatspeed = "1 Gflop/s"
-
-[[linkset]]
-name = "la"
-across = "a"
-
-[[linkset]]
-name = "lb"
-across = "b"
-
-[[linkset]]
-name = "ab"
-updown = ["a", "b"]
-
-[[dataset]]
-name = "grid"
-type = "grid2dim"
-size = 1000
-floatsperunit = 8
-
-[[distribution]]
-name = "strips"
-type = "block1dim"
-dataset = "grid"
-nodeset = ["a", "b"]
-
-[execution]
-model = "sor"
-iterations = 10
-"""
+WHATIF_ABSENT = two_nodesets(n=1000).replace(  # 2 points: without 'fast', with it
+    'name = "fast"\nnumber = 4', 'name = "fast"\nnumber = [0, 4]'
+)
 WHATIF_LONG = WHATIF_SPEC.replace("number = 4", 'number = "2000..2999 +1"').replace(
     "size = 1000", "size = 4000"
 )  # 1000 points of 2000-3000 nodes: a job that runs for a while
@@ -639,13 +604,13 @@ def test_whatif_page_in_chromium(
     assert found["reopened_spec"] == WHATIF_SWEEP
     assert found["cancelled"] == "cancelled"
     assert [t.lower() for t in found["absent_head"][-4:]] == [  # (CSS sets the case)
-        "a rows/node",
-        "a compute / comm / wait",
-        "b rows/node",
-        "b compute / comm / wait",
+        "fast rows/node",
+        "fast compute / comm / wait",
+        "slow rows/node",
+        "slow compute / comm / wait",
     ]
-    without, with_b = found["absent_cells"]
-    assert without[-2:] == ["—", "—"] and "—" not in with_b[-2:], found["absent_cells"]
+    without, with_fast = found["absent_cells"]
+    assert without[-4:-2] == ["—", "—"] and "—" not in with_fast, found["absent_cells"]
     assert found["unlabelled"] == [], found["unlabelled"]
     assert found["phone_width"] <= 390, found.get("wide")
     assert found["external"] == [], found["external"]

@@ -172,7 +172,8 @@
     P.setText("#result-sub", "strategy " + report.strategy + " · " + plural(report.points.length, "point")
       + " · " + P.confidenceLabel(conf) + " intervals");
     // every nodeset any point has (number = 0 leaves one out of some points)
-    const names = [...new Set(report.points.flatMap((p) => p.nodesets.map((n) => n.nodeset)))];
+    const fullest = report.points.slice().sort((a, b) => b.nodesets.length - a.nodesets.length);
+    const names = [...new Set(fullest.flatMap((p) => p.nodesets.map((n) => n.nodeset)))];
     $("#points-head").replaceChildren(h("tr", {},
       report.axes.map((a) => h("th", { scope: "col", class: "num" }, a)),
       h("th", { scope: "col", class: "num" }, "Mean"),
