@@ -111,13 +111,17 @@ def unconditional(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) 
 
 def _summary(dist: Distribution) -> tuple[float, float, float]:
     """Mean and central 95 % interval, clipped to [0, 1] as the service does."""
-    lo, hi = dist.interval(CONFIDENCE)
-    clip = CPU_BOUNDS
-    return (
-        min(max(dist.mean, clip[0]), clip[1]),
-        min(max(lo, clip[0]), clip[1]),
-        min(max(hi, clip[0]), clip[1]),
-    )
+    return _clipped(_unclipped(dist))
+
+
+def _unclipped(dist: Distribution) -> tuple[float, float, float]:
+    return (dist.mean, *dist.interval(CONFIDENCE))
+
+
+def _clipped(summary: tuple[float, float, float]) -> tuple[float, float, float]:
+    lo, hi = CPU_BOUNDS
+    mean, lower, upper = (min(max(v, lo), hi) for v in summary)
+    return mean, lower, upper
 
 
 def forecast_case(
@@ -142,13 +146,12 @@ def forecast_case(
         dists["combined"] = (
             served if switching is None or not served.fallback else mixed(served, switching)
         )
-    for name, dist in dists.items():
-        mean, lo, hi = _summary(dist)
+    raw = {name: _unclipped(dist) for name, dist in dists.items()}
+    for name, summary in raw.items():
+        mean, lo, hi = _clipped(summary)
         out[name] = {"mean": mean, "lower": lo, "upper": hi}
     out["forecaster"].update(
-        support=served.support,
-        fallback=served.fallback,
-        unclipped=[served.mean, *served.interval(CONFIDENCE)],
+        support=served.support, fallback=served.fallback, unclipped=list(raw["forecaster"])
     )
     sample = unconditional(ts, xs, now, horizon_s)
     lo, hi = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])

@@ -203,11 +203,10 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
         spans[comm] = None if ranks == tuple(range(size)) else ranks
         return spans[comm]
 
-    per: dict[int, list[Event]] = {r: [] for r in range(size)}
+    per: dict[int, list[tuple[Any, Event]]] = {r: [] for r in range(size)}  # (thread, event)
     first: dict[int, float] = {}  # a rank's first event: a compute burst may run from it
     region_start: dict[Any, float] = {}  # per location (thread)
-    open_in_region: dict[Any, list[tuple[int, int]]] = {}
-    threads: dict[int, list[Any]] = {r: [] for r in range(size)}  # each event's location
+    open_in_region: dict[Any, list[int]] = {}  # the thread's events in its open MPI call
     coll_start: dict[Any, float] = {}
     for n, (loc, event) in enumerate(reader.events, 1):
         if loc.group not in group_rank:
@@ -224,8 +223,8 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
                 open_in_region[loc] = []
         elif isinstance(event, ev.Leave):
             if _is_mpi(event.region):
-                for r, k in open_in_region.pop(loc, []):
-                    per[r][k] = replace(per[r][k], end=t)
+                for k in open_in_region.pop(loc, []):
+                    per[rank][k] = (loc, replace(per[rank][k][1], end=t))
                 region_start.pop(loc, None)
         elif isinstance(event, ev.MpiSend | ev.MpiIsend | ev.MpiRecv | ev.MpiIrecv):
             send = isinstance(event, ev.MpiSend | ev.MpiIsend)
@@ -249,14 +248,13 @@ def _otf2_events(reader: Any, name: str) -> list[Event]:
                 rank, "collective", None, int(event.size_sent), None, start, t, where, members
             )
         if found is not None:
-            out.append(found)
-            threads[rank].append(loc)
+            out.append((loc, found))
             if loc in open_in_region:
-                open_in_region[loc].append((rank, len(out) - 1))
-    return [e for r in range(size) for e in _with_bursts(per[r], threads[r], first.get(r))]
+                open_in_region[loc].append(len(out) - 1)
+    return [e for r in range(size) for e in _with_bursts(per[r], first.get(r))]
 
 
-def _with_bursts(comms: list[Event], threads: list[Any], since: float | None) -> list[Event]:
+def _with_bursts(comms: list[tuple[Any, Event]], since: float | None) -> list[Event]:
     """A rank's communication events, in the order of their MPI records (a receive completes
     after its send was issued, so causality holds across the rank's threads), with the
     compute bursts between them: from the rank's first event, every stretch in which no
@@ -267,7 +265,7 @@ def _with_bursts(comms: list[Event], threads: list[Any], since: float | None) ->
     since a rank's events must not start earlier than the one before."""
     out: list[Event] = []
     busy_until, busy_thread = since, None
-    for e, thread in zip(comms, threads, strict=True):
+    for thread, e in comms:
         if busy_until is not None and e.start < busy_until and thread is not busy_thread:
             e = replace(e, start=busy_until, end=max(e.end, busy_until))
         if busy_until is not None and e.start > busy_until:

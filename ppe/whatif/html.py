@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ppe.htmlpage import figures_html, html_table, page
-from ppe.whatif.report import Report, _value, report_notes, table_rows
+from ppe.whatif.report import Report, _value, nodeset_names, report_notes, table_rows
 from ppe.whatif.simulated import SimReport, sim_table_rows
 
 __all__ = ["figures", "figures_json", "render_html"]
@@ -233,8 +233,7 @@ def _makespan_figure(go: Any, rows: Sequence[_Row], axes: Sequence[str], conf: f
 def _breakdown_figures(go: Any, rows: Sequence[_Row], axes: Sequence[str]) -> list[Any]:
     """Per nodeset: compute / communication / waiting stacked against the first axis (one
     axis), or its total per second-axis value (two axes)."""
-    fullest = sorted(rows, key=lambda r: -len(r.parts))  # chain order, as the table's
-    names = list(dict.fromkeys(p.nodeset for r in fullest for p in r.parts))
+    names = nodeset_names([r.parts for r in rows])  # in chain order, as the table's
     figs = []
     for name in names:
         fig = go.Figure()
@@ -318,29 +317,22 @@ def _plot_rows(
 ) -> tuple[list[_Row], list[str]]:
     """The rows with their values cut to the plotted axes: a group's first field whose values
     tell its steps apart (the table shows the others), else its step number."""
+    values = [dict(r.values) for r in rows]
     groups = {g[0]: tuple(g) for g in together}
     out_axes: list[str] = []
-    steps: dict[str, dict[tuple[Any, ...], int]] = {}
+    columns: list[list[Any]] = []
     for label in plotted_axes(axes, together):
         group = groups.get(label, (label,))
-        tuples = list(dict.fromkeys(tuple(dict(r.values)[x] for x in group) for r in rows))
-        lead = next(
-            (x for x in group if len({dict(r.values)[x] for r in rows}) == len(tuples)), None
-        )
-        if lead is not None:
-            out_axes.append(lead)
-        else:
-            out_axes.append(STEP)
-            steps[STEP] = {t: k + 1 for k, t in enumerate(tuples)}
-            groups[STEP] = group
-
-    def value(r: _Row, label: str) -> Any:
-        values = dict(r.values)
-        if label in steps:
-            return steps[label][tuple(values[x] for x in groups[label])]
-        return values[label]
-
-    return [replace(r, values=tuple((a, value(r, a)) for a in out_axes)) for r in rows], out_axes
+        steps = [tuple(v[x] for x in group) for v in values]
+        order = {t: k + 1 for k, t in enumerate(dict.fromkeys(steps))}
+        lead = next((x for x in group if len({v[x] for v in values}) == len(order)), None)
+        out_axes.append(STEP if lead is None else lead)
+        columns.append([order[t] for t in steps] if lead is None else [v[lead] for v in values])
+    plotted = [
+        replace(r, values=tuple(zip(out_axes, (c[i] for c in columns), strict=True)))
+        for i, r in enumerate(rows)
+    ]
+    return plotted, out_axes
 
 
 def _figures(

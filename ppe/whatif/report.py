@@ -119,7 +119,7 @@ def table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     """The table's header and rows (shared by the text table and the HTML page)."""
     conf = f"{report.options.confidence:.0%}"
     head = [*report.axes, "mean s", f"{conf} interval s"]
-    names = nodeset_names(report.points)
+    names = nodeset_names([p.nodesets for p in report.points])
     for name in names:
         head += [f"{name} rows/node", f"{name} compute/comm/wait s"]
     rows = []
@@ -144,11 +144,12 @@ def table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
 ABSENT = "-"
 
 
-def nodeset_names(points: Sequence[Any]) -> list[str]:
-    """Every nodeset any point has (a nodeset with ``number = 0`` is absent from some
-    points), in chain order: that of the points with the most nodesets first."""
-    fullest = sorted(points, key=lambda p: -len(p.nodesets))
-    return list(dict.fromkeys(n.nodeset for p in fullest for n in p.nodesets))
+def nodeset_names(per_point: Sequence[Sequence[Any]]) -> list[str]:
+    """Every nodeset any point has, from each point's per-nodeset entries (anything with a
+    ``nodeset`` name; a nodeset with ``number = 0`` is absent from some points), in chain
+    order: that of the points with the most nodesets first."""
+    fullest = sorted(per_point, key=len, reverse=True)
+    return list(dict.fromkeys(n.nodeset for entries in fullest for n in entries))
 
 
 def report_notes(report: Report) -> list[str]:

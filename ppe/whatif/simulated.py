@@ -603,7 +603,7 @@ def sim_table_rows(report: SimReport) -> tuple[list[str], list[list[str]]]:
     """The simulated table's header and rows (shared by the text table and the HTML page)."""
     pct = f"{report.options.confidence * 100:g}%"
     head = [*report.axes, "mean s", f"{pct} interval s", "predicted s", "in analytic"]
-    names = nodeset_names(report.points)
+    names = nodeset_names([p.nodesets for p in report.points])
     head += [f"{n} compute/comm/wait s" for n in names]
     rows = []
     for p in report.points:

@@ -354,20 +354,6 @@ def _field_name(path: Path) -> str:
     return out
 
 
-def _absent(doc: Mapping[str, Any]) -> set[str]:
-    """Nodesets with ``number = 0`` (a sweep's point without them): checked like the others,
-    then left out with the linksets that join them and their place in distributions."""
-    tables = doc.get("nodeset")
-    return {
-        t["name"]
-        for t in (tables if isinstance(tables, list) else [])
-        if isinstance(t, Mapping)
-        and isinstance(t.get("name"), str)
-        and not isinstance(t.get("number"), bool)
-        and t.get("number") == 0
-    }
-
-
 def _suggest(name: str, choices: Sequence[str]) -> str:
     near = difflib.get_close_matches(name, list(choices), n=1, cutoff=0.6)
     return f"; did you mean {near[0]!r}?" if near else ""
@@ -484,14 +470,19 @@ def _numeric_fields(doc: Mapping[str, Any]) -> Iterator[tuple[Path, Numeric, Any
                 yield ("execution", "params", name), NUMERIC[("params", "*")], value
 
 
-def _find_axes(doc: Mapping[str, Any], problems: _Problems) -> list[Axis]:
+def _find_axes(doc: Mapping[str, Any], problems: _Problems) -> tuple[list[Axis], set[str]]:
+    """The swept fields that read, and the labels of every field written as a sweep (a list
+    or a range), read or not."""
     axes = []
+    written: set[str] = set()
     for path, rule, value in _numeric_fields(doc):
         is_size = path[-1] == "size" and path[0] == "dataset"
         if is_size and isinstance(value, list) and not any(isinstance(v, list) for v in value):
             continue  # a shape, not a sweep
         if not (isinstance(value, list) or is_range(value)):
             continue
+        label = _label(doc, path)
+        written.add(label)
         try:
             values = _axis_values(value, rule, is_size)
         except (UnitError, SweepError) as exc:
@@ -500,8 +491,8 @@ def _find_axes(doc: Mapping[str, Any], problems: _Problems) -> list[Axis]:
         if not values:
             problems.add(path, "an empty list sweeps over nothing")
             continue
-        axes.append(Axis(path, _label(doc, path), values, value))
-    return axes
+        axes.append(Axis(path, label, values, value))
+    return axes, written
 
 
 def _axis_values(value: Any, rule: Numeric, is_size: bool) -> tuple[Any, ...]:
@@ -539,7 +530,9 @@ class _Builder:
         self.doc = doc
         self.p = problems
         self.script = script
-        self.absent: set[str] = _absent(doc)
+        #: nodesets with ``number = 0`` at this point (:meth:`nodeset`): checked, then left
+        #: out with the linksets that join them and their place in distributions
+        self.absent: set[str] = set()
 
     # -- helpers
 
@@ -748,7 +741,8 @@ class _Builder:
             return None
         assert name is not None and kind is not None and load is not None
         if values["number"] == 0:
-            return None  # absent at this point (_absent): checked, not built
+            self.absent.add(name)
+            return None
         return Nodeset(
             name,
             kind,
@@ -1473,8 +1467,8 @@ def _parse_doc(doc: dict[str, Any], text: str, source: str, locator: Locator) ->
     sweep = doc.pop("sweep", None)
     script = _script(doc, locator, problems)
     script_problems = len(problems.items)
-    axes = _find_axes(doc, problems)
-    dims = _dimensions(sweep, axes, problems, _swept_labels(doc))
+    axes, written = _find_axes(doc, problems)
+    dims = _dimensions(sweep, axes, problems, written)
     total = math.prod(len(axes[d[0]].values) for d in dims) if dims else 1
     if total > MAX_POINTS:
         sizes = " x ".join(f"{len(axes[d[0]].values)} ({axes[d[0]].label})" for d in dims)
@@ -1488,15 +1482,6 @@ def _parse_doc(doc: dict[str, Any], text: str, source: str, locator: Locator) ->
         raise SpecError([*problems.items, *found], source)
     together = tuple(tuple(axes[i].label for i in d) for d in dims if len(d) > 1)
     return WhatIf(source, text, tuple(axes), tuple(points), locator, together=together)
-
-
-def _swept_labels(doc: Mapping[str, Any]) -> set[str]:
-    """Labels of every field written as a sweep (a list or a range), read or not."""
-    return {
-        _label(doc, path)
-        for path, _, value in _numeric_fields(doc)
-        if isinstance(value, list) or is_range(value)
-    }
 
 
 def _dimensions(
@@ -1532,7 +1517,7 @@ def _together(
         problems.add(path, 'together must be a list of lists of swept fields: [["a", "b"]]')
         return []
     labels = {a.label: i for i, a in enumerate(axes)}
-    taken: dict[int, int] = {}
+    taken: set[int] = set()
     groups: list[tuple[int, ...]] = []
     for k, group in enumerate(raw):
         where: Path = (*path, k)
@@ -1558,7 +1543,7 @@ def _together(
             shown = ", ".join(f"{n} has {v}" for n, v in sizes.items())
             problems.add(where, f"fields swept together need as many values each: {shown}")
             continue
-        taken.update({i: k for i in found})
+        taken.update(found)
         groups.append(tuple(found))
     return groups
 
