@@ -19,10 +19,14 @@ Method (docs/pmac.md has the numbers behind the choices):
 * **Times are CPU seconds of the process** (``time.process_time``): the machine's cores are
   shared, and wall time would mostly measure the wait for a core; memory stalls are CPU time,
   so contention still shows.
-* **Repetitions**: each figure is measured ``reps`` times (3 quick, 5 full), each repetition
-  an inner loop of at least ``min_time`` seconds; the samples are kept.
+* **Repetitions in rounds**: each figure is measured ``reps`` times (3 quick, 5 full), each
+  repetition an inner loop of at least ``min_time`` seconds, one repetition of every figure
+  per round, so a figure's samples span the whole probe; the samples are kept and the figure
+  is their median (a shared machine's speed drifts over seconds: back-to-back repetitions
+  agreed with each other and not with the next profile).
 * **Sharing**: the same memory sweep in ``k`` processes at once (fork), which meet at a
-  barrier before each size so their measurements overlap; a figure is the rate each copy got.
+  barrier before each size so their measurements overlap, in every round after the single
+  copy's sweep; a figure pools the rates each copy got.
 * **Flops**: ``dense`` = a float64 matrix multiply on one BLAS thread (2 n^3 flops);
   ``stencil`` = a 5-point numpy stencil (4 flops per point) on a grid in the first cache
   levels, its call overhead subtracted.
@@ -40,6 +44,7 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -63,7 +68,10 @@ from sensors.probe_config import MIN_BYTES, ProbeConfig
 
 FloatArray = npt.NDArray[np.float64]
 RANDOM_CAP = 1 << 17  # random elements per call: bounds the time at large working sets
-METHOD = "numpy kernels, CPU time (process_time), per-call overhead subtracted"
+METHOD = (
+    "numpy kernels, CPU time (process_time), per-call overhead subtracted, "
+    "repetitions in rounds, median"
+)
 
 
 @contextlib.contextmanager
@@ -117,60 +125,73 @@ def _kernel(pattern: str, kind: str, a: FloatArray, rng: np.random.Generator) ->
     return (lambda: np.add(v, 1.0, out=v)), 8 * v.size
 
 
-def _memory_point(pattern: str, kind: str, a: FloatArray, cfg: ProbeConfig) -> CurvePoint:
+Key = tuple[str, str, int]  # pattern, kind, working-set bytes
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One repetition of one figure: the value, the share of a call that was fixed cost
+    (subtracted), the wall seconds it took, and what was measured."""
+
+    value: float
+    overhead_fraction: float
+    seconds: float
+    method: str
+
+
+def _memory_sample(pattern: str, kind: str, a: FloatArray, cfg: ProbeConfig) -> Sample:
+    """One repetition of one memory figure: the marginal rate with this moment's per-call
+    cost (measured just before, on a 16-element array: numpy takes a slower path for one
+    element) subtracted."""
     rng = np.random.default_rng(a.size)
-    # 16 elements, not 1: numpy takes a slower path for one-element arrays
     tiny, _ = _kernel(pattern, kind, np.ones(64 if pattern == "stride2" else 16), rng)
     fn, nbytes = _kernel(pattern, kind, a, rng)
     t0 = time.perf_counter()
-    overhead = min(_per_call(tiny, cfg.min_time / 2) for _ in range(2))
-    samples, fractions = [], []
-    for _ in range(cfg.reps):
-        per_call = _per_call(fn, cfg.min_time)
-        marginal = max(per_call - overhead, 0.02 * per_call)
-        samples.append(nbytes / marginal)
-        fractions.append(min(overhead / per_call, 0.99))
-    wall = time.perf_counter() - t0
-    fig = Figure.of(samples, wall, f"{kind} {pattern}: {nbytes} B accessed per call")
-    return CurvePoint(a.nbytes, fig, float(np.mean(fractions)))
+    overhead = _per_call(tiny, cfg.min_time / 2)
+    per_call = _per_call(fn, cfg.min_time)
+    marginal = max(per_call - overhead, 0.02 * per_call)
+    return Sample(
+        nbytes / marginal,
+        min(overhead / per_call, 0.99),
+        time.perf_counter() - t0,
+        f"{kind} {pattern}: {nbytes} B accessed per call",
+    )
 
 
-def measure_memory(
-    cfg: ProbeConfig, barrier: Any | None = None, report: Callable[[str], None] | None = None
-) -> dict[tuple[str, str], list[CurvePoint]]:
-    """Every (pattern, kind) curve over ``cfg.sizes()`` (all copies meet at ``barrier``
-    before each size, so sharing copies measure the same size at the same time)."""
-    out: dict[tuple[str, str], list[CurvePoint]] = {(p, k): [] for p in PATTERNS for k in KINDS}
-    if barrier is not None:
-        barrier.wait()
-    _memory_point("unit", "read", np.ones(MIN_BYTES // 8), cfg)  # a fresh process's warm-up
+def memory_round(cfg: ProbeConfig, barrier: Any | None = None) -> dict[Key, Sample]:
+    """One repetition of every memory figure, size by size (sharing copies meet at
+    ``barrier`` before each size, so they measure the same size at the same time)."""
+    out: dict[Key, Sample] = {}
     for size in cfg.sizes():
         if barrier is not None:
             barrier.wait()
         a = np.ones(size // 8)  # one working set for all kernels: its pages fault in once
         for pattern in PATTERNS:
             for kind in KINDS:
-                out[(pattern, kind)].append(_memory_point(pattern, kind, a, cfg))
+                out[(pattern, kind, size)] = _memory_sample(pattern, kind, a, cfg)
         del a
-        if report:
-            report(f"memory {size} B done")
     return out
+
+
+def _warm_up(cfg: ProbeConfig) -> None:
+    """A fresh process's first calls are slow (imports, caches): one thrown-away sample."""
+    _memory_sample("unit", "read", np.ones(MIN_BYTES // 8), cfg)
 
 
 def _copy_worker(cfg: ProbeConfig, barrier: Any, queue: Any) -> None:
     with _one_blas_thread():
-        queue.put(measure_memory(cfg, barrier))
+        _warm_up(cfg)
+        queue.put(memory_round(cfg, barrier))
 
 
-def measure_sharing(cfg: ProbeConfig, copies: int) -> list[Curve]:
-    """The memory curves with ``copies`` processes measuring at once: per size, the samples
-    of all copies pooled (each is the rate one copy got)."""
+def sharing_round(cfg: ProbeConfig, copies: int) -> list[dict[Key, Sample]]:
+    """One memory round in ``copies`` processes at once (fork): each copy's samples."""
     ctx = mp.get_context("fork")
     barrier, queue = ctx.Barrier(copies), ctx.Queue()
     procs = [ctx.Process(target=_copy_worker, args=(cfg, barrier, queue)) for _ in range(copies)]
     for p in procs:
         p.start()
-    results: list[dict[tuple[str, str], list[CurvePoint]]] = []
+    results: list[dict[Key, Sample]] = []
     try:
         while len(results) < copies:
             try:
@@ -184,51 +205,32 @@ def measure_sharing(cfg: ProbeConfig, copies: int) -> list[Curve]:
             if p.is_alive():  # only after a failure: the others wait at the barrier
                 p.terminate()
                 p.join()
+    return results
+
+
+def _figure(samples: Sequence[Sample], suffix: str = "") -> Figure:
+    return Figure.of(
+        [s.value for s in samples], sum(s.seconds for s in samples), samples[0].method + suffix
+    )
+
+
+def _curves(cfg: ProbeConfig, rounds: Sequence[dict[Key, Sample]], copies: int) -> list[Curve]:
+    """The curves from every round's samples: each sample is the rate one copy got in one
+    round, and the rounds ran one after another, so a figure's samples span the probe."""
+    suffix = f"; {copies} copies at once" if copies > 1 else ""
     curves = []
     for pattern in PATTERNS:
         for kind in KINDS:
             points = []
-            for i, size in enumerate(cfg.sizes()):
-                per_copy = [r[(pattern, kind)][i] for r in results]
-                samples = [s for pt in per_copy for s in pt.rate.samples]
-                wall = max(pt.rate.seconds for pt in per_copy)
-                method = f"{per_copy[0].rate.method}; {copies} copies at once"
-                frac = float(np.mean([pt.overhead_fraction for pt in per_copy]))
-                points.append(CurvePoint(size, Figure.of(samples, wall, method), frac))
+            for size in cfg.sizes():
+                got = [r[(pattern, kind, size)] for r in rounds]
+                fraction = float(np.mean([g.overhead_fraction for g in got]))
+                points.append(CurvePoint(size, _figure(got, suffix), fraction))
             curves.append(Curve(pattern, kind, copies, tuple(points)))
     return curves
 
 
-def measure_flops(
-    cfg: ProbeConfig, call_overhead: float, view_overhead: float
-) -> dict[str, Figure]:
-    n = cfg.dense_n
-    a, b = np.ones((n, n)), np.full((n, n), 0.5)
-    t0 = time.perf_counter()
-    dense = [2.0 * n**3 / _per_call(lambda: a @ b, cfg.min_time) for _ in range(cfg.reps)]
-    dense_fig = Figure.of(dense, time.perf_counter() - t0, f"matmul {n}x{n} float64, 1 thread")
-    g = np.ones((96, 96))
-    t = np.empty((94, 94))
-
-    def stencil() -> None:
-        np.add(g[:-2, 1:-1], g[2:, 1:-1], out=t)
-        np.add(t, g[1:-1, :-2], out=t)
-        np.add(t, g[1:-1, 2:], out=t)
-        np.multiply(t, 0.25, out=t)
-
-    fixed = 4 * call_overhead + 4 * view_overhead
-    t0 = time.perf_counter()
-    rates = []
-    for _ in range(cfg.reps):
-        per_call = _per_call(stencil, cfg.min_time)
-        rates.append(4 * t.size / max(per_call - fixed, 0.05 * per_call))
-    stencil_fig = Figure.of(
-        rates, time.perf_counter() - t0, "5-point numpy stencil 96x96, 4 flops/point, overhead out"
-    )
-    return {"dense": dense_fig, "stencil": stencil_fig}
-
-
-def measure_overheads(cfg: ProbeConfig) -> dict[str, Figure]:
+def overhead_round(cfg: ProbeConfig) -> dict[str, Sample]:
     """Fixed costs as stencil code pays them: ``call`` is one ufunc call on 4 x 4 views of
     every other element of a grid (the mix a red-black sweep makes: a new temporary, two
     in-place updates, an update of the grid), about twice a call on a contiguous array;
@@ -243,20 +245,50 @@ def measure_overheads(cfg: ProbeConfig) -> dict[str, Figure]:
         t.__imul__(0.25)
         x.__iadd__(t)
 
-    t0 = time.perf_counter()
-    calls = [_per_call(mix, cfg.min_time) / 4 for _ in range(cfg.reps)]
-    call_fig = Figure.of(
-        calls, time.perf_counter() - t0, "ufunc call on 2-D stride-2 4x4 views (mix of 4)"
-    )
     k0, m, j0, c = 1, 3, 2, 3
 
     def view() -> object:
         return g[k0 - 1 : k0 + 2 * m - 2 : 2, j0 : j0 + 2 * c - 1 : 2]
 
     t0 = time.perf_counter()
-    views = [_per_call(view, cfg.min_time) for _ in range(cfg.reps)]
-    view_fig = Figure.of(views, time.perf_counter() - t0, "2-D strided slice, bounds computed")
-    return {"call": call_fig, "view": view_fig}
+    call = _per_call(mix, cfg.min_time) / 4
+    t1 = time.perf_counter()
+    one_view = _per_call(view, cfg.min_time)
+    t2 = time.perf_counter()
+    return {
+        "call": Sample(call, 0.0, t1 - t0, "ufunc call on 2-D stride-2 4x4 views (mix of 4)"),
+        "view": Sample(one_view, 0.0, t2 - t1, "2-D strided slice, bounds computed"),
+    }
+
+
+def flops_round(cfg: ProbeConfig, overheads: dict[str, Sample]) -> dict[str, Sample]:
+    """``dense`` = a matrix multiply on one BLAS thread (2 n^3 flops); ``stencil`` = a
+    5-point numpy stencil (4 flops per point) in the first cache levels, this round's call
+    and view costs subtracted."""
+    n = cfg.dense_n
+    a, b = np.ones((n, n)), np.full((n, n), 0.5)
+    t0 = time.perf_counter()
+    dense = 2.0 * n**3 / _per_call(lambda: a @ b, cfg.min_time)
+    t1 = time.perf_counter()
+    g = np.ones((96, 96))
+    t = np.empty((94, 94))
+
+    def stencil() -> None:
+        np.add(g[:-2, 1:-1], g[2:, 1:-1], out=t)
+        np.add(t, g[1:-1, :-2], out=t)
+        np.add(t, g[1:-1, 2:], out=t)
+        np.multiply(t, 0.25, out=t)
+
+    fixed = 4 * overheads["call"].value + 4 * overheads["view"].value
+    per_call = _per_call(stencil, cfg.min_time)
+    rate = 4 * t.size / max(per_call - fixed, 0.05 * per_call)
+    t2 = time.perf_counter()
+    return {
+        "dense": Sample(dense, 0.0, t1 - t0, f"matmul {n}x{n} float64, 1 thread"),
+        "stencil": Sample(
+            rate, 0.0, t2 - t1, "5-point numpy stencil 96x96, 4 flops/point, overhead out"
+        ),
+    }
 
 
 def _usable_cpus() -> int:
@@ -284,18 +316,32 @@ def measure_profile(
     host: str | None = None,
     report: Callable[[str], None] | None = None,
 ) -> MachineProfile:
-    """Measure this machine: overheads, memory curves, flop rates, then sharing curves for
-    the copy counts of ``cfg.sharing_counts`` over the CPUs this process may use."""
+    """Measure this machine in ``cfg.reps`` rounds; each round takes one sample of every
+    figure (overheads, memory curves, flop rates, then the sharing curves for the copy
+    counts of ``cfg.sharing_counts`` over the CPUs this process may use). Rounds rather than
+    repetitions back to back: a shared machine's speed drifts over seconds, and a figure
+    whose samples span the whole probe (its value their median) is not caught in one lull
+    or one burst, and its single-copy and sharing samples see the same machine."""
     started = time.time()
+    counts = cfg.sharing_counts(_usable_cpus())
+    single: list[dict[Key, Sample]] = []
+    shared: dict[int, list[dict[Key, Sample]]] = {k: [] for k in counts}
+    fixed: list[dict[str, Sample]] = []
+    # one BLAS thread throughout: leaving the limit wakes BLAS's idle threads, which then
+    # spin and bill their CPU time to this process (short calls measured 3x slower)
     with _one_blas_thread():
-        overheads = measure_overheads(cfg)
-        memory = measure_memory(cfg, report=report)
-        flops = measure_flops(cfg, overheads["call"].value, overheads["view"].value)
-    curves = [Curve(p, k, 1, tuple(memory[(p, k)])) for p in PATTERNS for k in KINDS]
-    for copies in cfg.sharing_counts(_usable_cpus()):
-        if report:
-            report(f"sharing: {copies} copies")
-        curves.extend(measure_sharing(cfg, copies))
+        _warm_up(cfg)
+        for r in range(cfg.reps):
+            overheads = overhead_round(cfg)
+            single.append(memory_round(cfg))
+            fixed.append({**overheads, **flops_round(cfg, overheads)})
+            for copies in counts:
+                shared[copies].extend(sharing_round(cfg, copies))
+            if report:
+                report(f"round {r + 1} of {cfg.reps} done")
+    curves = _curves(cfg, single, 1)
+    for copies in counts:
+        curves.extend(_curves(cfg, shared[copies], copies))
     machine = _machine()
     machine["probe_wall_seconds"] = round(time.time() - started, 3)
     return MachineProfile(
@@ -303,8 +349,8 @@ def measure_profile(
         measured_at=started,
         method=METHOD,
         memory=tuple(curves),
-        flops=flops,
-        overheads=overheads,
+        flops={k: _figure([f[k] for f in fixed]) for k in ("dense", "stencil")},
+        overheads={k: _figure([f[k] for f in fixed]) for k in ("call", "view")},
         quick=quick,
         machine=machine,
     )

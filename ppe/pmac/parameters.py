@@ -24,7 +24,7 @@ __all__ = ["PROFILE_PARAMETERS", "ProfileParameter", "memory_name", "profile_par
 
 
 def profile_parameters(profile: MachineProfile) -> dict[str, float]:
-    """The profile's figures named as in :data:`PROFILE_PARAMETERS` (each the mean of its
+    """The profile's figures named as in :data:`PROFILE_PARAMETERS` (each the median of its
     repetitions)."""
     out = {f"flops_{k}": profile.flops[k].value for k in FLOP_KINDS}
     out.update({f"{k}_s": profile.overheads[k].value for k in OVERHEAD_KINDS})

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import statistics
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -46,7 +47,8 @@ def _positive(value: Any, what: str) -> float:
 
 @dataclass(frozen=True)
 class Figure:
-    """One measured figure: its central value (mean of the repetitions), the repetitions,
+    """One measured figure: its central value (the median of the repetitions: robust to the
+    odd repetition a shared machine spoils), the repetitions,
     the wall seconds the measurement took and how it was measured."""
 
     value: float
@@ -76,7 +78,7 @@ class Figure:
     @classmethod
     def of(cls, samples: Sequence[float], seconds: float = 0.0, method: str = "") -> Figure:
         vals = tuple(float(s) for s in samples)
-        return cls(sum(vals) / len(vals) if vals else 0.0, vals, float(seconds), method)
+        return cls(statistics.median(vals) if vals else 0.0, vals, float(seconds), method)
 
 
 @dataclass(frozen=True)

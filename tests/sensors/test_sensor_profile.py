@@ -146,3 +146,40 @@ def test_profile_command_sweeps_messages_to_the_peers_given(tmp_path: Path, caps
     captured = capsys.readouterr()
     assert "messages to peer-a" in captured.out and "127.0.0.1:1" in captured.err
     assert main(["--message-max", "4"]) == 2 and main(["--peers", "h2"]) == 2
+
+
+@pytest.mark.skipif((os.cpu_count() or 1) < 2, reason="sharing needs 2 CPUs")
+def test_rounds_take_every_figure_once_each_so_samples_span_the_probe(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Repetitions run in rounds (single copy, then sharing, then again), not back to back:
+    a figure's samples then come from the whole probe, and its single-copy and sharing
+    samples from the same stretch of time."""
+    import sensors.profile as probe
+
+    order: list[str] = []
+    single, shared = probe.memory_round, probe.sharing_round
+
+    def logged_single(cfg: ProbeConfig, barrier: Any = None) -> Any:
+        if barrier is None:  # the parent's sweep (the copies' own sweeps pass a barrier)
+            order.append("single")
+        return single(cfg, barrier)
+
+    def logged_shared(cfg: ProbeConfig, copies: int) -> Any:
+        order.append(f"x{copies}")
+        return shared(cfg, copies)
+
+    monkeypatch.setattr(probe, "memory_round", logged_single)
+    monkeypatch.setattr(probe, "sharing_round", logged_shared)
+    monkeypatch.setattr(probe, "_usable_cpus", lambda: 2)
+    cfg = ProbeConfig(max_bytes=4 * MIN_BYTES, reps=3, min_time=0.001, copies=2, dense_n=32)
+    p = measure_profile(cfg)
+    assert order == ["single", "x2"] * 3
+    for c in p.memory:
+        assert all(len(pt.rate.samples) == 3 * c.copies for pt in c.points)
+        assert all(
+            pt.rate.value == sorted(pt.rate.samples)[len(pt.rate.samples) // 2]
+            for pt in c.points
+            if c.copies == 1
+        )
+    assert len(p.flops["stencil"].samples) == 3 and len(p.overheads["call"].samples) == 3
