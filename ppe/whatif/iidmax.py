@@ -23,7 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ppe.core.montecarlo import Space
-from ppe.core.stochastic import StochasticValue
+from ppe.core.stochastic import Normal, Point, StochasticValue
+
+__all__ = ["IidMax", "Shifted", "independent_classes", "shifted"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -157,3 +159,81 @@ class IidMax(StochasticValue):
 
     def _draw(self, space: Space) -> FloatArray:
         return space.leaf(self.uid, lambda rng, n: self._rvs(n, rng))
+
+
+def independent_classes(
+    keys: Sequence[object], counts: Sequence[int], times: Sequence[StochasticValue]
+) -> tuple[list[StochasticValue], list[int]]:
+    """The host times the makespan is the max of, as independent classes with their counts;
+    ``keys[j]`` is class j's load (``machine.load_key``).
+
+    Nodes that share one recorded trace (files assigned round-robin) see the same load: they
+    move together, as in the simulator. So all the hosts under one trace count once, by the
+    slowest on average (under one load, the host with the most work or the slowest links is
+    the slowest whatever the draw, up to which link is slower). Counting them as independent
+    copies would put the max of thousands of draws in a trace's worst mode, several times the
+    makespan the traces give."""
+    values: list[StochasticValue] = []
+    out_counts: list[int] = []
+    shared: dict[object, StochasticValue] = {}
+    for key, count, t in zip(keys, counts, times, strict=True):
+        if not (isinstance(key, tuple) and key and key[0] == "trace"):
+            values.append(t)
+            out_counts.append(count)
+        elif key not in shared or t.mean() > shared[key].mean():
+            shared[key] = t
+    return [*values, *shared.values()], [*out_counts, *([1] * len(shared))]
+
+
+class Shifted(StochasticValue):
+    """``value + shift`` for a number ``shift``, exactly (the core's arithmetic would sample a
+    numeric value): a block's time is its band's predicted time plus the deterministic time
+    of its exchanges across the other axes (:mod:`ppe.whatif.blockeval`)."""
+
+    kind = "numeric"
+
+    def __init__(self, value: StochasticValue, shift: float) -> None:
+        super().__init__()
+        self.value = value
+        self.shift = float(shift)
+
+    def __repr__(self) -> str:
+        return f"Shifted({self.value!r}, {self.shift:g})"
+
+    def mean(self) -> float:
+        return self.value.mean() + self.shift
+
+    def std(self) -> float:
+        return self.value.std()
+
+    def var(self) -> float:
+        return self.value.var()
+
+    def cdf(self, x: Any) -> Any:
+        return self.value.cdf(np.asarray(x, dtype=np.float64) - self.shift)
+
+    def ppf(self, q: Any) -> Any:
+        out = np.asarray(self.value.ppf(q), dtype=np.float64) + self.shift
+        return float(out) if out.ndim == 0 else out
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        return np.asarray(self.value.sample(n, rng), dtype=np.float64) + self.shift
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [(w, m + self.shift, s) for w, m, s in self.value.components]
+
+    def _draw(self, space: Space) -> FloatArray:
+        return np.asarray(self.value._draw(space), dtype=np.float64) + self.shift
+
+
+def shifted(value: StochasticValue, shift: float) -> StochasticValue:
+    """``value + shift``: a point or a normal stays one (exact), anything else is
+    :class:`Shifted`."""
+    if shift == 0:
+        return value
+    if value.kind == "point":
+        return Point(value.mean() + shift)
+    if value.kind == "normal" and len(value.components) == 1:
+        return Normal(value.mean() + shift, value.std())
+    return Shifted(value, shift)

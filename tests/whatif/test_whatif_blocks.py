@@ -1,0 +1,379 @@
+"""block2dim and block3dim in the analytic what-if: the process grid, jagged time-balanced
+blocks, the halo exchanges of their faces, and agreement with block1dim where the two
+layouts are the same (docs/whatif.md, "Blocks")."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from ppe.whatif import (
+    Options,
+    Problem,
+    SpecError,
+    WhatIfError,
+    evaluate,
+    evaluate_point,
+    resolve,
+)
+from ppe.whatif.analytic import plan_point
+from ppe.whatif.blocks import Block, adjacent, face_overlaps, process_grid
+from ppe.whatif.report import format_table
+from ppe.whatif.simulated import check_simulable
+
+from .conftest import SOR_SCRIPT, MemoryResolver, cluster, parse, two_nodesets
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def blocks(text: str, kind: str = "block2dim") -> str:
+    return text.replace('type = "block1dim"', f'type = "{kind}"')
+
+
+def point(text: str, **options: object):  # type: ignore[no-untyped-def]
+    w = parse(text)
+    return plan_point(w.points[0], resolve(w, MemoryResolver()), Options(**options))  # type: ignore[arg-type]
+
+
+def problems(text: str) -> list[Problem]:
+    with pytest.raises(SpecError) as info:
+        parse(text)
+    return list(info.value.problems)
+
+
+# ------------------------------------------------------------------------ geometry
+
+
+@pytest.mark.parametrize(
+    ("ranks", "size", "dims", "grid"),
+    [
+        (4, (1000, 1000), 2, (2, 2)),
+        (6, (1000, 1000), 2, (3, 2)),  # 3 x 2 and 2 x 3 tie: more groups along axis 0
+        (16, (1000, 1000), 2, (4, 4)),
+        (12, (300, 1200), 2, (2, 6)),  # 150 + 200 beats 100 + 300 and 300 + 100
+        (7, (1000, 1000), 2, (7, 1)),  # prime: strips
+        (7, (3, 1000), 2, (1, 7)),  # prime, and only 3 rows: strips the other way
+        (8, (64, 64, 64), 3, (2, 2, 2)),
+        (7, (3, 3, 100), 3, (1, 1, 7)),
+        (8, (40, 40, 40), 2, (4, 2)),  # block2dim of a grid3dim: the third axis stays whole
+    ],
+)
+def test_the_process_grid_minimises_the_halo_surface(
+    ranks: int, size: tuple[int, ...], dims: int, grid: tuple[int, ...]
+) -> None:
+    assert process_grid(ranks, size, dims) == grid
+
+
+def test_no_process_grid_when_a_rank_would_get_no_element() -> None:
+    assert process_grid(7, (3, 3), 2) is None
+    assert process_grid(4, (1, 3), 2) is None
+
+
+def test_neighbour_ranges_and_shared_faces() -> None:
+    adj = adjacent((2, 3))
+    outer = [a for a in adj if not a.innermost]
+    inner = [a for a in adj if a.innermost]
+    assert [(a.axis, list(a.a), list(a.b)) for a in outer] == [(0, [0, 1, 2], [3, 4, 5])]
+    assert [(list(a.a), list(a.b)) for a in inner] == [
+        ([0], [1]),
+        ([1], [2]),
+        ([3], [4]),
+        ([4], [5]),
+    ]
+    top = [Block((0, 0), (5, 4)), Block((0, 4), (5, 10))]
+    bottom = [Block((5, 0), (9, 3)), Block((5, 3), (9, 10))]
+    # a jagged boundary: columns 0-3 | 4-9 above, 0-2 | 3-9 below
+    assert face_overlaps(top, bottom, 0).tolist() == [[3, 1], [0, 6]]
+
+
+# --------------------------------------------------------------- hand computations
+
+
+def test_four_homogeneous_nodes_on_a_square_grid_by_hand() -> None:
+    """4 nodes, 1000 x 1000, SOR, 10 iterations: a 2 x 2 grid of 500 x 500 blocks.
+
+    compute: 250 000 elements x 8 flops / 1e9 flop/s = 2.0e-3 s per iteration;
+    a message: one edge, 500 elements x 8 bytes = 4000 B: 4000 / 1.25e7 + 5e-4 = 8.2e-4 s;
+    each block has 2 neighbours (one across each axis), SOR exchanges twice per iteration:
+    2 x 2 x 8.2e-4 = 3.28e-3 s; (2.0e-3 + 3.28e-3) x 10 = 0.0528 s."""
+    result, rows = point(blocks(cluster(number=4, n=1000, iterations=10)))
+    assert result.process_grid == (2, 2)
+    assert rows == (250_000,) * 4
+    assert result.makespan.mean() == pytest.approx(0.0528, rel=1e-12)
+    (ns,) = result.nodesets
+    assert ns.compute == pytest.approx(0.020, rel=1e-12)
+    assert ns.communication == pytest.approx(0.0328, rel=1e-12)
+    assert ns.waiting == pytest.approx(0.0, abs=1e-12)
+    assert result.path == "blocks"
+    assert "process grid 2 x 2" in result.notes[-1]
+
+
+GRID3 = """
+[[nodeset]]
+name = "node"
+number = 8
+floatspeed = 1e9
+
+[[linkset]]
+name = "net"
+across = "node"
+bandwidth = 1.25e7
+latency = 5e-4
+
+[[dataset]]
+name = "cube"
+type = "grid3dim"
+size = 40
+floatsperunit = 8
+
+[[distribution]]
+name = "blocks"
+type = "block3dim"
+dataset = "cube"
+nodeset = "node"
+
+[execution]
+model = "jacobi2d"
+iterations = 10
+"""
+
+
+def test_block3dim_on_a_cube_by_hand() -> None:
+    """8 nodes, 40^3, Jacobi (one exchange per neighbour per iteration), 10 iterations: a
+    2 x 2 x 2 grid of 20^3 blocks; every block is a corner with 3 neighbours.
+
+    compute: 8000 x 8 / 1e9 = 6.4e-5 s; a face: 400 elements x 8 B = 3200 B:
+    3200 / 1.25e7 + 5e-4 = 7.56e-4 s; 3 faces: 2.268e-3 s; (6.4e-5 + 2.268e-3) x 10."""
+    result, rows = point(GRID3)
+    assert result.process_grid == (2, 2, 2)
+    assert rows == (8000,) * 8
+    assert result.makespan.mean() == pytest.approx((6.4e-5 + 3 * 7.56e-4) * 10, rel=1e-12)
+    assert result.nodesets[0].communication == pytest.approx(3 * 7.56e-4 * 10, rel=1e-12)
+
+
+def test_homogeneous_nodes_get_equal_blocks() -> None:
+    for number, each in ((16, 300 * 300), (12, 400 * 300)):
+        _, rows = point(blocks(cluster(number=number, bandwidth=1e15, latency=0.0, n=1200)))
+        assert set(rows) == {each}
+    _, rows = point(GRID3.replace("bandwidth = 1.25e7", "bandwidth = 1e15").replace("5e-4", "0"))
+    assert set(rows) == {8000}
+
+
+# ---------------------------------------------------------------- against block1dim
+
+
+@pytest.mark.parametrize("model", ["sor", "jacobi2d"])
+@pytest.mark.parametrize(("number", "n"), [(7, 1000), (5, 333), (13, 4000)])
+def test_a_prime_number_of_nodes_is_block1dim_exactly(model: str, number: int, n: int) -> None:
+    """P prime: the grid is P x 1, every band one node, which is block1dim's strip host:
+    the same rows and the same prediction, term by term (dedicated homogeneous hosts)."""
+    text = cluster(number=number, n=n, iterations=20, execution=f'model = "{model}"')
+    strips, strip_rows = point(text)
+    grid, elements = point(blocks(text))
+    assert grid.process_grid == (number, 1)
+    assert any("prime" in x and "strips" in x for x in grid.notes)
+    assert elements == tuple(r * n for r in strip_rows)
+    assert grid.makespan.mean() == pytest.approx(strips.makespan.mean(), rel=1e-9)
+    (a,), (b,) = strips.nodesets, grid.nodesets
+    for field in ("time", "compute", "communication", "waiting"):
+        assert getattr(b, field) == pytest.approx(getattr(a, field), rel=1e-9, abs=1e-15)
+
+
+def test_a_prime_number_of_loaded_nodes_agrees_with_block1dim() -> None:
+    """The same with independent normal loads: each node's time is its band's prediction
+    shifted by its exchanges, the makespan the max of independent copies, as for strips.
+    The same rows; the makespans agree to the max's tabulation (IidMax: 1e-5 here), since
+    the strips' times come from one evaluation of ``a * rows + b`` and the blocks' from the
+    compute's then shifted."""
+    text = cluster(number=5, n=2000, load='{kind = "normal", mean = 0.8, std = 0.1}')
+    strips, strip_rows = point(text)
+    grid, elements = point(blocks(text))
+    assert elements == tuple(r * 2000 for r in strip_rows)
+    assert grid.makespan.mean() == pytest.approx(strips.makespan.mean(), rel=1e-5)
+    lo1, hi1 = strips.makespan.interval(0.95)
+    lo2, hi2 = grid.makespan.interval(0.95)
+    assert (lo2, hi2) == (pytest.approx(lo1, rel=1e-5), pytest.approx(hi1, rel=1e-5))
+
+
+def test_many_nodes_communicate_less_in_blocks_than_in_strips() -> None:
+    """Surface to volume: 64 nodes on 4096 x 4096, 1 Gb/s. Strips send two rows of 4096
+    elements per exchange; 8 x 8 blocks send up to four edges of 512."""
+    text = cluster(number=64, n=4096, bandwidth="1 Gb/s", latency=5e-5, iterations=10)
+    strips, _ = point(text)
+    grid, _ = point(blocks(text))
+    assert grid.process_grid == (8, 8)
+    assert grid.nodesets[0].communication < 0.6 * strips.nodesets[0].communication
+    assert grid.makespan.mean() < strips.makespan.mean()
+
+
+# -------------------------------------------------------------------- heterogeneous
+
+
+def test_two_nodesets_get_time_balanced_blocks() -> None:
+    """6 nodes at 2 Gflop/s then 6 at 1 Gflop/s on 1200 x 1200: a 4 x 3 grid, the two fast
+    bands about twice as tall as the slow ones. Every node's compute time (its elements x
+    8 flops x 10 iterations / its speed, dedicated) is within 3 % of every other's (the
+    rest is the exchanges the balance also evens out: about 1 % of the time here)."""
+    text = blocks(two_nodesets(fast=6, slow=6, n=1200))
+    result, rows = point(text)
+    assert result.process_grid == (4, 3)
+    speeds = [2e9] * 6 + [1e9] * 6
+    compute = [e * 8 * 10 / s for e, s in zip(rows, speeds, strict=True)]
+    assert max(compute) / min(compute) - 1 < 0.03
+    fast, slow = result.nodesets
+    assert fast.rows_min > 1.9 * slow.rows_max  # blocks follow speed, not equal shares
+    assert sum(rows) == 1200 * 1200
+    times = [fast.time, slow.time]
+    assert max(times) / min(times) - 1 < 0.01
+    # equal blocks instead: the slow nodes take twice as long
+    eq, _ = point(text, strategy="block")
+    assert eq.makespan.mean() > 1.3 * result.makespan.mean()
+
+
+def test_conservative_gives_a_noisy_nodeset_smaller_blocks_than_mean() -> None:
+    text = blocks(
+        two_nodesets(
+            fast=4, slow=4, fast_speed=1e9, n=1200,
+            slow_load='{kind = "normal", mean = 0.9, std = 0.25}',
+        )
+    )  # fmt: skip
+    mean, _ = point(text, strategy="mean")
+    cons, _ = point(text, strategy="conservative")
+    assert cons.nodesets[1].rows < mean.nodesets[1].rows
+
+
+def test_missing_links_between_nodesets_whose_blocks_touch_are_refused() -> None:
+    """a (2 nodes), b (1), c (3) fill a 3 x 2 grid: bands [a a], [b c], [c c]. The middle
+    band holds a c node under the a band, so a and c need a linkset, though they are not
+    consecutive in the chain."""
+    text = """
+[[nodeset]]
+name = "a"
+number = 2
+floatspeed = 1e9
+[[nodeset]]
+name = "b"
+number = 1
+floatspeed = 1e9
+[[nodeset]]
+name = "c"
+number = 3
+floatspeed = 1e9
+[[linkset]]
+name = "la"
+across = "a"
+[[linkset]]
+name = "lc"
+across = "c"
+[[linkset]]
+name = "ab"
+updown = ["a", "b"]
+[[linkset]]
+name = "bc"
+updown = ["b", "c"]
+[[dataset]]
+name = "grid"
+type = "grid2dim"
+size = 600
+floatsperunit = 8
+[[distribution]]
+name = "d"
+type = "block2dim"
+dataset = "grid"
+nodeset = ["a", "b", "c"]
+[execution]
+model = "sor"
+iterations = 1
+"""
+    found = problems(text)
+    assert len(found) == 1, found
+    (p,) = found
+    assert p.field == "distribution[0].nodeset"
+    assert "no linkset joins 'a' and 'c'" in p.message
+    assert "3 x 2 process grid" in p.message
+    fixed = text.replace(
+        "[[dataset]]", '[[linkset]]\nname = "ac"\nupdown = ["a", "c"]\n[[dataset]]'
+    )
+    result, rows = point(fixed)
+    assert result.process_grid == (3, 2) and sum(rows) == 600 * 600
+
+
+# ---------------------------------------------------------------------------- checks
+
+
+def test_a_script_or_a_grammar_file_is_refused_for_blocks() -> None:
+    (p,) = problems(blocks(cluster(execution=f"script = {SOR_SCRIPT}")))
+    assert p.field == "execution.script" and "block2dim" in p.message
+    (p,) = problems(blocks(cluster(execution='model = "mine.ppg"')))
+    assert p.field == "execution.model" and "built-in" in p.message
+
+
+def test_too_many_nodes_for_the_dataset_is_refused_at_the_distribution() -> None:
+    text = blocks(cluster(number=7, n=[3, 3]))
+    (p,) = problems(text)
+    assert p.field == "distribution[0].nodeset"
+    assert "no process grid" in p.message and "at least one element" in p.message
+    assert p.line == text.splitlines().index('nodeset = "node"') + 1
+    # 6 nodes fit a 3 x 3 grid as 3 x 2; strips of it would not (more nodes than rows)
+    assert point(blocks(cluster(number=6, n=[3, 3])))[0].process_grid == (3, 2)
+
+
+def test_a_node_smaller_than_an_element_is_refused() -> None:
+    text = blocks(cluster(extra_nodeset="grainsize = 4"))
+    (p,) = [q for q in problems(text) if q.field == "nodeset[0].grainsize"]
+    assert "less than one element" in p.message
+
+
+def test_a_block_distribution_needs_the_dimensions() -> None:
+    (p,) = problems(GRID3.replace('type = "grid3dim"', 'type = "grid2dim"'))
+    assert p.field == "distribution[0].type" and "3 dimensions" in p.message
+
+
+def test_memory_bounds_a_blocks_width() -> None:
+    """grainsize bounds each node's block: 100 x 100 doubles need 80 kB a node; with one
+    node of 70 kB the four cannot hold the grid (refused before anything runs)."""
+    (p,) = problems(blocks(cluster(number=4, n=200, extra_nodeset="grainsize = 70000")))
+    assert p.field == "distribution[0].nodeset" and "too small" in p.message
+    assert point(blocks(cluster(number=4, n=200, extra_nodeset="grainsize = 80000")))[1] == (
+        (10_000,) * 4
+    )
+
+
+def test_the_simulated_path_refuses_blocks_with_the_way_out() -> None:
+    w = parse(blocks(cluster(number=4)))
+    with pytest.raises(WhatIfError, match="block2dim: evaluate it without --simulate"):
+        check_simulable(w.points[0])
+
+
+# ------------------------------------------------------------ sweeps, report, example
+
+
+def test_a_sweep_over_the_nodes_reports_each_points_grid() -> None:
+    w = parse(blocks(cluster(number=[4, 9, 16, 7], n=1200, bandwidth="10 Gb/s", latency=0.0)))
+    report = evaluate(w, MemoryResolver(), Options())
+    grids = [p.to_dict()["process_grid"] for p in report.points]
+    assert grids == [[2, 2], [3, 3], [4, 4], [7, 1]]
+    means = [p.makespan.mean() for p in report.points]
+    assert means[0] > means[1] > means[2]  # compute-bound: more nodes, faster
+    table = format_table(report)
+    assert "node elements/node" in table and "process grid 3 x 3" in table
+    json.dumps(report.to_dict())  # the report stays JSON
+
+
+def test_the_example_evaluates() -> None:
+    path = ROOT / "examples/whatif/block2dim.toml"
+    w = parse(path.read_text())
+    report = evaluate(w, MemoryResolver(), Options())
+    assert len(report.points) > 1
+    for p in report.points:
+        assert p.process_grid and math.prod(p.process_grid) == p.hosts
+        assert p.makespan.mean() > 0
+
+
+def test_a_point_evaluates_the_same_through_evaluate_point() -> None:
+    w = parse(GRID3)
+    res = resolve(w, MemoryResolver())
+    assert evaluate_point(w.points[0], res).makespan.mean() == point(GRID3)[0].makespan.mean()
