@@ -86,6 +86,8 @@ class BlockRound:
     rows: tuple[int, ...]  # every member's elements, in chain order
     grid: tuple[int, ...]
     blocks: tuple[Block, ...]
+    #: nodesets with a node between two links of different latencies in its band
+    mixed_latency: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -162,9 +164,12 @@ class _Layout:
         self.halos = _Halos(self.model, self.params)
         self.links: dict[tuple[int, int], Link] = {}
         self.floored: set[str] = set()
+        self.mixed_latency: set[str] = set()
         self.engine = "auto"
         # identical groups and bands (the same nodesets and loads, the same sizes) plan once
         self.sizes: dict[tuple[object, ...], list[int]] = {}
+        # each rank's exchanges across the outer axes on the first layout (second pass)
+        self.outer: list[float] | None = None
         self.bands: dict[
             tuple[object, ...], tuple[list[int], list[StochasticValue], list[float]]
         ] = {}
@@ -215,6 +220,8 @@ class _Layout:
             key = (r.segment, self.m.slots[r.slot].load, prev, nxt, extra[i] if extra else None)
             if key not in index:
                 index[key] = len(out)
+                if prev is not None and nxt is not None and prev.latency != nxt.latency:
+                    self.mixed_latency.add(self.m.segments[r.segment].nodeset.name)
                 out.append(
                     core.HostInputs(
                         name=r.name,
@@ -260,7 +267,10 @@ class _Layout:
 
     def signature(self, ranks: Sequence[_Rank]) -> tuple[object, ...]:
         """What a run of ranks' plan depends on: their nodesets and loads (links follow)."""
-        return tuple((r.segment, self.m.slots[r.slot].load) for r in ranks)
+        outer = self.outer
+        return tuple(
+            (r.segment, self.m.slots[r.slot].load, outer[r.index] if outer else 0.0) for r in ranks
+        )
 
     # -- sizes
 
@@ -315,6 +325,9 @@ class _Layout:
         beside = [groups[j] for j in (gi - 1, gi + 1) if 0 <= j < len(groups)]
         fixed = 0.0
         for j, (r, s) in enumerate(zip(group, speeds, strict=True)):
+            if self.outer is not None:  # measured on the first layout
+                fixed += s * self.outer[r.index]
+                continue
             share = layer * s / total
             fixed += s * sum(self.halos.time(share, self.link(r, other[j])) for other in beside)
         return per_layer, Point(fixed / total)
@@ -328,9 +341,15 @@ class _Layout:
             inputs, of = self.chain(ranks)
             ab, dedicated = self.linear(face, inputs)
             layer_bytes = self.ds.bytesperunit * face
+            outer = self.outer or [0.0] * len(self.ranks)
             hosts = [
                 scheduler.StochasticHost(
-                    r.name, ab[k][0], ab[k][1], 1, self._max_width(r, layer_bytes), dedicated[k]
+                    r.name,
+                    ab[k][0],
+                    shifted(ab[k][1], outer[r.index]),
+                    1,
+                    self._max_width(r, layer_bytes),
+                    dedicated[k],
                 )
                 for r, k in zip(ranks, of, strict=True)
             ]
@@ -376,6 +395,21 @@ class _Layout:
         return extra
 
     def run(self) -> BlockRound:
+        """Size, predict, and size again with each rank's exchanges across the outer axes as
+        the first layout has them: a band's widths then balance those too (a rank whose
+        block touches many small ones pays a latency for each) and a group's fixed time is
+        its members' own. The layout with the smaller predicted mean is kept (groups of one
+        member are strip hosts either way: a P x 1 grid has one layout)."""
+        first, extra = self.layout()
+        if not any(extra):
+            return first
+        self.outer = extra
+        self.sizes.clear()
+        self.bands.clear()
+        second, _ = self.layout()
+        return second if second.makespan.mean() < first.makespan.mean() else first
+
+    def layout(self) -> tuple[BlockRound, list[float]]:
         whole = Block(tuple(0 for _ in self.ds.size), tuple(self.ds.size))
         leaves = self.split(self.ranks, whole, 0)
         extra = self.across(leaves)
@@ -396,7 +430,7 @@ class _Layout:
             )
             for key, (leaf, c, r) in first.items()
         )
-        return BlockRound(
+        found = BlockRound(
             _makespan(classes),
             self.engine,
             classes,
@@ -404,7 +438,9 @@ class _Layout:
             tuple(leaf.block.elements for leaf in leaves),
             self.grid,
             tuple(leaf.block for leaf in leaves),
+            tuple(sorted(self.mixed_latency)),
         )
+        return found, extra
 
 
 def _combined(a: Sequence[StochasticValue], samples: int, seed: int) -> StochasticValue:
@@ -467,4 +503,10 @@ def block_notes(r: BlockRound) -> list[str]:
     ]
     if ranks > 1 and all(ranks % d for d in range(2, ranks)) and len(r.grid) > 1:
         notes.append(f"{ranks} nodes is a prime number: the process grid is {text}, strips")
+    notes.extend(
+        f"nodeset {name!r}: a node between links of different latencies in its band is "
+        "planned with the larger there (the models take one latency per host); its exchanges "
+        "across the other axes each pay their own link's"
+        for name in r.mixed_latency
+    )
     return notes

@@ -337,7 +337,8 @@ def build_machine(spec: Spec, resources: Resources) -> Machine:
         segments.append(Segment(ns, start, bench, max_rows, inside[k], after[k]))
         start += ns.number
     slots = _slots(segments)
-    notes.extend(_latency_notes(slots, segments))
+    if dist.type == "block1dim":  # blocks note their own (ppe.whatif.blockeval)
+        notes.extend(_latency_notes(slots, segments))
     if spec.execution.script is None and any(s.nodeset.ports > 1 for s in segments):
         notes.append("ports: only scripts overlap messages; the grammar models send one at a time")
     return Machine(spec, tuple(segments), tuple(slots), ds.rows, tuple(dict.fromkeys(notes)))

@@ -8,9 +8,11 @@ import json
 import math
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from ppe.whatif import (
+    LoadTrace,
     Options,
     Problem,
     SpecError,
@@ -377,3 +379,32 @@ def test_a_point_evaluates_the_same_through_evaluate_point() -> None:
     w = parse(GRID3)
     res = resolve(w, MemoryResolver())
     assert evaluate_point(w.points[0], res).makespan.mean() == point(GRID3)[0].makespan.mean()
+
+
+def test_trace_loads_run_the_horizon_loop_and_count_each_trace_once() -> None:
+    """Recorded loads: the forecaster at each horizon, as for strips; nodes on one trace move
+    together (the max counts each trace once). A prime number of nodes plans block1dim's
+    rows and predicts its makespan."""
+    rng = np.random.default_rng(3)
+    ts = np.arange(0.0, 14 * 86400.0, 300.0)
+    traces = {
+        f"t{i}.csv": LoadTrace(
+            f"t{i}", ts, np.clip(0.7 + 0.1 * rng.standard_normal(ts.size), 0.05, 1.0)
+        )
+        for i in range(2)
+    }
+    load = '{kind = "traces", files = ["t0.csv", "t1.csv"]}'
+
+    def plan(text: str):  # type: ignore[no-untyped-def]
+        w = parse(text)
+        return plan_point(w.points[0], resolve(w, MemoryResolver(traces=traces)), Options())
+
+    text = cluster(number=5, load=load, n=6000, iterations=200)
+    strips, strip_rows = plan(text)
+    grid, elements = plan(blocks(text))
+    assert grid.rounds >= 2 and grid.horizon_s is not None
+    assert elements == tuple(r * 6000 for r in strip_rows)
+    assert grid.makespan.mean() == pytest.approx(strips.makespan.mean(), rel=1e-4)
+    assert grid.makespan.std() > 0
+    six, _ = plan(blocks(cluster(number=6, load=load, n=6000, iterations=200)))
+    assert six.process_grid == (3, 2) and six.classes >= 2
