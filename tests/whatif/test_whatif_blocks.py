@@ -408,3 +408,32 @@ def test_trace_loads_run_the_horizon_loop_and_count_each_trace_once() -> None:
     assert grid.makespan.std() > 0
     six, _ = plan(blocks(cluster(number=6, load=load, n=6000, iterations=200)))
     assert six.process_grid == (3, 2) and six.classes >= 2
+
+
+def test_block3dim_balances_slabs_by_combined_speed() -> None:
+    """8 nodes at 1 Gflop/s then 8 at 0.5 on 80^3 over a fast network: a 4 x 2 x 2 grid, two
+    slabs of each nodeset; the slow slabs are about half as thick (27, 27, 13, 13 of 80),
+    the bands and widths inside a slab equal."""
+    fast_links = "\nbandwidth = 1e12\nlatency = 0\n"
+    text = GRID3.replace("bandwidth = 1.25e7\nlatency = 5e-4\n", fast_links).replace(
+        "[[dataset]]",
+        f'[[nodeset]]\nname = "slow"\nnumber = 8\nfloatspeed = 5e8\n'
+        f'[[linkset]]\nname = "ls"\nacross = "slow"{fast_links}'
+        f'[[linkset]]\nname = "b"\nupdown = ["node", "slow"]{fast_links}[[dataset]]',
+    )
+    text = text.replace('nodeset = "node"', 'nodeset = ["node", "slow"]').replace(
+        "size = 40", "size = 80"
+    )
+    result, rows = point(text)
+    assert result.process_grid == (4, 2, 2)
+    assert rows == (27 * 40 * 40,) * 8 + (13 * 40 * 40,) * 8
+    fast, slow = result.nodesets
+    assert abs(fast.time / slow.time - 1) < 0.05  # 80 rows in 4 slabs: rounding
+
+
+def test_the_html_page_shows_elements_per_node() -> None:
+    from ppe.whatif.html import render_html
+
+    report = evaluate(parse(blocks(cluster(number=[4, 9]))), MemoryResolver(), Options())
+    page = render_html(report)
+    assert "node elements/node" in page and "process grid 3 x 3" in page
