@@ -18,7 +18,9 @@ layer, a stochastic value the strategy reads as it reads a strip host's), its fi
 their exchanges with the neighbouring groups (each member's share of the layer, in
 proportion to its mean speed, over the link to the member facing it; speed-weighted
 mean), and ``schedule_rows`` gives the groups' sizes. A group of one member is exactly the
-strip host block1dim makes of it, so a P x 1 grid plans block1dim's rows.
+strip host block1dim makes of it, so a P x 1 grid plans block1dim's rows. The sizes are
+chosen twice, the second time with each rank's exchanges across the outer axes as the first
+layout has them, and the layout with the smaller predicted mean is kept (:meth:`_Layout.run`).
 
 **Times.** A member's time is its band's prediction (``core.predict`` over the band's
 chain: compute and the exchanges along the last axis, with its load) plus its exchanges
