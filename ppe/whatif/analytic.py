@@ -39,7 +39,7 @@ import scheduler
 from ppe import core, pipeline
 from ppe.core import StochasticValue
 from ppe.core.stochastic import Point
-from ppe.pipeline import HostForecasts, HostMeta, PlanOptions
+from ppe.pipeline import HostForecasts, HostMeta
 from ppe.whatif.application import App, app_of, compiled, ends_of
 from ppe.whatif.blockeval import block_breakdown, block_notes, evaluate_blocks
 from ppe.whatif.iidmax import IidMax, independent_classes
@@ -142,24 +142,15 @@ def _collapsed_round(
     ab = core.linear_host_models(
         model, app.params, inputs, engine=opts.engine, samples=opts.samples, seed=opts.seed
     )
-    dedicated: list[float | None] = [None] * len(ab)
-    if opts.strategy == "static":
-        idle = [replace(x, cpu=Point(1.0)) for x in inputs]
-        dedicated = [float(a.mean()) for a, _ in core.linear_host_models(model, app.params, idle)]
+    dedicated = opts.dedicated(model, app.params, inputs)
     hosts = [
-        scheduler.StochasticHost(f"s{i}.{j}", a, b, 1, reps.metas[i].max_rows, dedicated[i])
+        scheduler.StochasticHost(
+            f"s{i}.{j}", a, b, 1, reps.metas[i].max_rows, dedicated[i] if dedicated else None
+        )
         for i, ((a, b), slot) in enumerate(zip(ab, m.slots, strict=True))
         for j in range(slot.count)
     ]
-    rows = scheduler.schedule_rows(
-        hosts,
-        m.total_rows,
-        opts.strategy,
-        k=opts.k,
-        quantile=opts.quantile,
-        samples=PlanOptions().schedule_samples,
-        seed=opts.seed,
-    )
+    rows = opts.schedule(hosts, m.total_rows)
     split: list[tuple[int, int, int]] = []  # (slot, rows, count)
     for i, slot in enumerate(m.slots):
         got = Counter(rows[f"s{i}.{j}"] for j in range(slot.count))
@@ -287,8 +278,7 @@ def _full(m: Machine, app: App, loads: Loads, opts: Options) -> tuple[_Round, pi
 
 
 def _slot_of_nodes(m: Machine) -> list[tuple[int, int, int]]:
-    index = {id(s): i for i, s in enumerate(m.slots)}
-    return [(k, member, index[id(slot)]) for k, member, slot in m.chain()]
+    return list(m.chain())
 
 
 # ---------------------------------------------------------------------------- answer

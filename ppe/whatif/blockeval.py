@@ -33,9 +33,10 @@ members on one recorded trace (:func:`ppe.whatif.iidmax.independent_classes`), t
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -46,7 +47,7 @@ from ppe.core.stochastic import Point, Samples
 from ppe.pipeline import HostForecasts, PlanOptions
 from ppe.whatif.application import App
 from ppe.whatif.blocks import Block, adjacent, face_overlaps, grid_text, process_grid
-from ppe.whatif.iidmax import IidMax, independent_classes, shifted
+from ppe.whatif.iidmax import IidMax, independent_classes, on_trace, shifted
 from ppe.whatif.machine import Link, LoadKey, Loads, Machine, effective_link
 from ppe.whatif.options import Options
 from ppe.whatif.report import NodesetResult, nodeset_result
@@ -54,8 +55,7 @@ from ppe.whatif.spec import DISTRIBUTION_TYPES
 
 __all__ = ["BlockRound", "block_breakdown", "block_notes", "evaluate_blocks"]
 
-#: Face sizes (elements) at which the model's exchange time is probed; a third checks it is
-#: affine in the face (latency + bytes / bandwidth in the built-in models).
+#: Face size (elements) at which the model's exchange time is probed, with twice it.
 _PROBE_FACE = 1000.0
 
 
@@ -87,7 +87,6 @@ class BlockRound:
     floored: tuple[str, ...]
     rows: tuple[int, ...]  # every member's elements, in chain order
     grid: tuple[int, ...]
-    blocks: tuple[Block, ...]
     #: nodesets with a node between two links of different latencies in its band
     mixed_latency: tuple[str, ...] = ()
 
@@ -99,22 +98,38 @@ class _Leaf:
     comm: float
 
 
+def harmonic(times: Sequence[float]) -> float:
+    """``1 / sum_j 1 / t_j``: the time per layer of members sharing it at their combined
+    speed (each a fraction of the layer in proportion to its speed)."""
+    return 1.0 / sum(1.0 / t for t in times)
+
+
 class _Halos:
     """The model's time, over the whole run, of a member's exchanges with one neighbour over
     a link when they share a face of ``n`` elements: ``b`` of a chain of two hosts joined by
-    the link (``core.linear_host_models``), probed at two faces and checked at a third, so a
+    the link (``core.linear_host_models``), a line in ``n`` (latency + bytes / bandwidth per
+    message in the built-in models, the only ones blocks evaluate) probed at two faces, so a
     face of any size costs what the model says without evaluating it again."""
 
-    def __init__(self, model: core.CompiledModel, params: Callable[[float], dict[str, float]]):
+    def __init__(
+        self, model: core.CompiledModel, params: Callable[[float], dict[str, float]]
+    ) -> None:
         self.model = model
         self.params = params
         self.lines: dict[Link, tuple[float, float]] = {}
 
     def time(self, n: float, link: Link) -> float:
-        if link not in self.lines:
-            self.lines[link] = self._line(link)
-        intercept, slope = self.lines[link]
+        intercept, slope = self.line(link)
         return intercept + slope * n
+
+    def line(self, link: Link) -> tuple[float, float]:
+        """``(intercept, slope)``: the time of an exchange of a face of ``n`` elements is
+        ``intercept + slope * n``."""
+        if link not in self.lines:
+            b1, b2 = (self._b(k * _PROBE_FACE, link) for k in (1, 2))
+            slope = (b2 - b1) / _PROBE_FACE
+            self.lines[link] = (b1 - slope * _PROBE_FACE, slope)
+        return self.lines[link]
 
     def _b(self, n: float, link: Link) -> float:
         pair = [
@@ -129,18 +144,6 @@ class _Halos:
         ]  # fmt: skip
         return float(core.linear_host_models(self.model, self.params(n), pair)[0][1].mean())
 
-    def _line(self, link: Link) -> tuple[float, float]:
-        b1, b2, b4 = (self._b(k * _PROBE_FACE, link) for k in (1, 2, 4))
-        slope = (b2 - b1) / _PROBE_FACE
-        intercept = b1 - slope * _PROBE_FACE
-        expected = intercept + 4 * _PROBE_FACE * slope
-        if abs(b4 - expected) > 1e-9 * max(abs(b4), abs(expected), 1e-300):
-            raise ValueError(
-                "the model's exchange time is not affine in the face it sends (n); "
-                "block distributions need latency + bytes / bandwidth per message"
-            )
-        return intercept, slope
-
 
 class _Layout:
     """One round of one point: sizes, predictions and exchanges at one horizon."""
@@ -154,9 +157,8 @@ class _Layout:
         spec = m.spec
         self.ds = spec.dataset(spec.primary.dataset)
         self.dims = DISTRIBUTION_TYPES[spec.primary.type]
-        index = {id(s): i for i, s in enumerate(m.slots)}
         self.ranks = [
-            _Rank(r, k, index[id(slot)], m.node_name(k, member))
+            _Rank(r, k, slot, m.node_name(k, member))
             for r, (k, member, slot) in enumerate(m.chain())
         ]
         grid = process_grid(len(self.ranks), self.ds.size, self.dims)
@@ -170,8 +172,9 @@ class _Layout:
         self.engine = "auto"
         # identical groups and bands (the same nodesets and loads, the same sizes) plan once
         self.sizes: dict[tuple[object, ...], list[int]] = {}
-        # each rank's exchanges across the outer axes on the first layout (second pass)
-        self.outer: list[float] | None = None
+        # each rank's exchanges across each outer split axis on the first layout (second
+        # pass): outer[axis][rank]
+        self.outer: list[list[float]] | None = None
         self.bands: dict[
             tuple[object, ...], tuple[list[int], list[StochasticValue], list[float]]
         ] = {}
@@ -193,8 +196,11 @@ class _Layout:
             self.links[key] = effective_link(found, seg_a.nodeset, seg_b.nodeset)
         return self.links[key]
 
+    def load(self, r: _Rank) -> LoadKey:
+        return self.m.slots[r.slot].load
+
     def cpu(self, r: _Rank) -> StochasticValue:
-        raw = self.loads.value(self.m.slots[r.slot].load, self.horizon)
+        raw = self.loads.value(self.load(r), self.horizon)
         f = pipeline.floor_availability({r.name: HostForecasts(cpu=raw)})[r.name]
         if f.floored:
             self.floored.add(r.name)
@@ -219,11 +225,9 @@ class _Layout:
         of: list[int] = []
         for i, r in enumerate(ranks):
             prev, nxt = self.around(ranks, i)
-            key = (r.segment, self.m.slots[r.slot].load, prev, nxt, extra[i] if extra else None)
+            key = (r.segment, self.load(r), prev, nxt, extra[i] if extra is not None else None)
             if key not in index:
                 index[key] = len(out)
-                if prev is not None and nxt is not None and prev.latency != nxt.latency:
-                    self.mixed_latency.add(self.m.segments[r.segment].nodeset.name)
                 out.append(
                     core.HostInputs(
                         name=r.name,
@@ -239,40 +243,54 @@ class _Layout:
 
     def linear(
         self, n: float, inputs: list[core.HostInputs]
-    ) -> tuple[list[tuple[StochasticValue, StochasticValue]], list[float | None]]:
+    ) -> tuple[list[tuple[StochasticValue, StochasticValue]], list[float] | None]:
         """Each host's ``(a, b)`` at face ``n``, and its dedicated ``a`` for ``static``."""
         o = self.opts
         ab = core.linear_host_models(
             self.model, self.params(n), inputs, engine=o.engine, samples=o.samples, seed=o.seed
         )
-        dedicated: list[float | None] = [None] * len(ab)
-        if o.strategy == "static":
-            idle = [replace(x, cpu=Point(1.0)) for x in inputs]
-            dedicated = [
-                float(a.mean())
-                for a, _ in core.linear_host_models(self.model, self.params(n), idle)
-            ]
-        return ab, dedicated
+        return ab, o.dedicated(self.model, self.params(n), inputs)
 
-    def schedule(self, hosts: list[scheduler.StochasticHost], total: int) -> list[int]:
-        o = self.opts
-        rows = scheduler.schedule_rows(
-            hosts,
-            total,
-            o.strategy,
-            k=o.k,
-            quantile=o.quantile,
-            samples=PlanOptions().schedule_samples,
-            seed=o.seed,
-        )
+    def schedule(self, hosts: list[scheduler.StochasticHost], total: int, what: str) -> list[int]:
+        try:
+            rows = self.opts.schedule(hosts, total)
+        except scheduler.Infeasible as exc:
+            raise scheduler.Infeasible(
+                f"sizing the {what} of the {grid_text(self.grid)} process grid: {exc}"
+            ) from exc
         return [rows[h.name] for h in hosts]
 
     def signature(self, ranks: Sequence[_Rank]) -> tuple[object, ...]:
         """What a run of ranks' plan depends on: their nodesets and loads (links follow)."""
-        outer = self.outer
-        return tuple(
-            (r.segment, self.m.slots[r.slot].load, outer[r.index] if outer else 0.0) for r in ranks
-        )
+        return tuple((r.segment, self.load(r), self.outer_total(r)) for r in ranks)
+
+    def outer_total(self, r: _Rank, upto: int | None = None) -> float:
+        """Rank r's exchanges across the outer split axes up to ``upto`` (default: all) on
+        the first layout; 0 on the first pass."""
+        if self.outer is None:
+            return 0.0
+        last = len(self.outer) if upto is None else upto + 1
+        return sum(per[r.index] for per in self.outer[:last])
+
+    # -- memory
+
+    def capacity(self, ranks: Sequence[_Rank], layer: int, what: str) -> int | None:
+        """The most layers of ``layer`` elements ``ranks`` hold together (their grainsizes;
+        None when one has no bound)."""
+        grains = [self.m.segments[r.segment].nodeset.grainsize for r in ranks]
+        if any(g is None for g in grains):
+            return None
+        layer_bytes = self.ds.bytesperunit * layer
+        total = sum(g for g in grains if g is not None)
+        cap = int(total // layer_bytes)
+        if cap < 1:
+            names = ", ".join(dict.fromkeys(self.m.segments[r.segment].nodeset.name for r in ranks))
+            raise ValueError(
+                f"the {what} of nodes of {names} in the {grid_text(self.grid)} process grid "
+                f"holds {total:g} bytes (grainsize), less than one layer of it "
+                f"({layer} elements, {layer_bytes:g} bytes)"
+            )
+        return cap
 
     # -- sizes
 
@@ -293,46 +311,94 @@ class _Layout:
         """The groups' sizes along ``axis``: one strip host per group (see the module)."""
         extent = box.extents[axis]
         layer = box.elements // extent
-        key = ("heights", tuple(self.signature(g) for g in groups), layer, extent)
+        key = ("heights", tuple(self.signature(g) for g in groups), box.extents, axis)
         if key not in self.sizes:
+            what = "slabs" if self.dims == 3 and axis == 0 else "bands"
             every = [r for g in groups for r in g]
             inputs, of = self.chain(every)
             ab, dedicated = self.linear(layer, inputs)
             hosts, start = [], 0
             for gi, g in enumerate(groups):
-                mine = [of[i] for i in range(start, start + len(g))]
+                mine = of[start : start + len(g)]
                 start += len(g)
+                cap = self.capacity(g, layer, what[:-1])
                 if len(g) == 1:  # a strip host of the chain of groups, as block1dim's
                     a, b = ab[mine[0]]
-                    ded = dedicated[mine[0]]
+                    ded = dedicated[mine[0]] if dedicated is not None else None
                 else:
-                    a, b = self.combined(groups, gi, [ab[i][0] for i in mine], layer)
-                    ded = None
-                    if dedicated[0] is not None:
-                        ded = 1.0 / sum(1.0 / float(dedicated[i] or 0.0) for i in mine)
-                hosts.append(scheduler.StochasticHost(f"g{gi}", a, b, 1, None, ded))
-            self.sizes[key] = self.schedule(hosts, extent)
+                    a, b = self.combined(groups, gi, [ab[i][0] for i in mine], box, axis)
+                    ded = harmonic([dedicated[i] for i in mine]) if dedicated is not None else None
+                hosts.append(scheduler.StochasticHost(f"g{gi}", a, b, 1, cap, ded))
+            self.sizes[key] = self.schedule(hosts, extent, what)
         return self.sizes[key]
 
     def combined(
-        self, groups: list[Sequence[_Rank]], gi: int, a: list[StochasticValue], layer: int
+        self,
+        groups: list[Sequence[_Rank]],
+        gi: int,
+        a: list[StochasticValue],
+        box: Block,
+        axis: int,
     ) -> tuple[StochasticValue, StochasticValue]:
-        """A group of several members as one host: time per layer at their combined speed,
-        and its exchanges with the groups beside it (each member's share of the layer, in
-        proportion to its mean speed, to the member facing it), speed-weighted."""
+        """A group of several members as one host of a chain of groups along ``axis``.
+
+        Balanced, member j (speed ``s_j = 1 / a_j`` per layer, ``S`` their sum) finishes a
+        group of ``h`` layers at ``T = a_j f_j h + c_j + d_j h``, its share ``f_j`` of each
+        layer, ``c_j + d_j h`` its exchanges (``d_j``: per layer, across the axes inside the
+        group, whose faces grow with the group; ``c_j``: their latencies and the exchanges
+        with the groups beside it). With ``sum f_j = 1``:
+        ``T = h (1 + sum s_j d_j) / S + sum s_j c_j / S``: time per layer the combined speed
+        plus the speed-weighted in-group exchanges per layer, fixed time the speed-weighted
+        rest (mean speeds for the weights)."""
         group = groups[gi]
-        per_layer = _combined(a, PlanOptions().schedule_samples, self.opts.seed)
         speeds = [1.0 / x.mean() for x in a]
         total = sum(speeds)
+        per_layer = _combined(
+            a, [self.load(r) for r in group], PlanOptions().schedule_samples, self.opts.seed
+        )
         beside = [groups[j] for j in (gi - 1, gi + 1) if 0 <= j < len(groups)]
-        fixed = 0.0
+        layer = box.elements // box.extents[axis]
+        growing = fixed = 0.0
+        inside = self.inside(speeds, box, axis)
         for j, (r, s) in enumerate(zip(group, speeds, strict=True)):
             if self.outer is not None:  # measured on the first layout
-                fixed += s * self.outer[r.index]
-                continue
-            share = layer * s / total
-            fixed += s * sum(self.halos.time(share, self.link(r, other[j])) for other in beside)
-        return per_layer, Point(fixed / total)
+                fixed += s * self.outer_total(r, axis)
+            else:
+                share = layer * s / total
+                fixed += s * sum(self.halos.time(share, self.link(r, o[j])) for o in beside)
+            for other, face in inside[j]:
+                intercept, slope = self.halos.line(self.link(r, group[other]))
+                fixed += s * intercept
+                growing += s * slope * face
+        return shifted(per_layer, growing / total), Point(fixed / total)
+
+    def inside(
+        self, speeds: Sequence[float], box: Block, axis: int
+    ) -> list[list[tuple[int, float]]]:
+        """Each member of a group along ``axis`` (members in row-major order over the split
+        axes after it): its neighbours in the group (the members beside it across each
+        inner axis, the one facing it across an outer one) and the face it shares with each
+        per layer along ``axis``, every inner axis split in proportion to mean speed."""
+        sub = self.grid[axis + 1 :]
+        inner = list(range(axis + 1, self.dims))
+        extents = _speed_extents(speeds, sub, [box.extents[k] for k in inner])
+        out: list[list[tuple[int, float]]] = []
+        for j, ext in enumerate(extents):
+            full = list(map(float, box.extents))
+            full[axis] = 1.0
+            for k, e in zip(inner, ext, strict=True):
+                full[k] = e
+            idx = np.unravel_index(j, sub)
+            mine: list[tuple[int, float]] = []
+            for t, k in enumerate(inner):
+                face = math.prod(full[:k] + full[k + 1 :])
+                for step in (-1, 1):
+                    if 0 <= idx[t] + step < sub[t]:
+                        moved = list(idx)
+                        moved[t] += step
+                        mine.append((int(np.ravel_multi_index(moved, sub)), face))
+            out.append(mine)
+        return out
 
     def band(self, ranks: Sequence[_Rank], box: Block, axis: int) -> list[_Leaf]:
         """An innermost group: a chain of strips of its face along ``axis``."""
@@ -341,21 +407,20 @@ class _Layout:
         key = ("band", self.signature(ranks), face, extent)
         if key not in self.bands:
             inputs, of = self.chain(ranks)
+            self.note_mixed_latency(ranks)
             ab, dedicated = self.linear(face, inputs)
-            layer_bytes = self.ds.bytesperunit * face
-            outer = self.outer or [0.0] * len(self.ranks)
             hosts = [
                 scheduler.StochasticHost(
                     r.name,
                     ab[k][0],
-                    shifted(ab[k][1], outer[r.index]),
+                    shifted(ab[k][1], self.outer_total(r)),
                     1,
-                    self._max_width(r, layer_bytes),
-                    dedicated[k],
+                    self.capacity([r], face, "block"),
+                    dedicated[k] if dedicated is not None else None,
                 )
                 for r, k in zip(ranks, of, strict=True)
             ]
-            widths = self.schedule(hosts, extent)
+            widths = self.schedule(hosts, extent, "blocks of a band")
             sized, kind = self.chain(ranks, widths)
             rep_widths = [widths[kind.index(k)] for k in range(len(sized))]
             o = self.opts
@@ -374,36 +439,42 @@ class _Layout:
             start += w
         return out
 
-    def _max_width(self, r: _Rank, layer_bytes: float) -> int | None:
-        grain = self.m.segments[r.segment].nodeset.grainsize
-        return None if grain is None else int(grain // layer_bytes)
+    def note_mixed_latency(self, ranks: Sequence[_Rank]) -> None:
+        """A band's member between two links of different latencies (the models take one
+        latency per host: the larger)."""
+        for i, r in enumerate(ranks):
+            prev, nxt = self.around(ranks, i)
+            if prev is not None and nxt is not None and prev.latency != nxt.latency:
+                self.mixed_latency.add(self.m.segments[r.segment].nodeset.name)
 
     # -- exchanges across the outer axes
 
-    def across(self, leaves: Sequence[_Leaf]) -> list[float]:
-        """Each rank's exchanges with the blocks it touches across the outer split axes."""
-        extra = [0.0] * len(leaves)
+    def across(self, leaves: Sequence[_Leaf]) -> list[list[float]]:
+        """Each rank's exchanges with the blocks it touches across each outer split axis
+        (``[axis][rank]``)."""
+        extra = [[0.0] * len(leaves) for _ in range(self.dims - 1)]
         for adj in adjacent(self.grid):
             if adj.innermost:
                 continue
             shared = face_overlaps(
                 [leaves[i].block for i in adj.a], [leaves[j].block for j in adj.b], adj.axis
             )
-            for i, j in zip(*shared.nonzero(), strict=True):
+            for i, j, elements in shared:
                 ra, rb = self.ranks[adj.a[i]], self.ranks[adj.b[j]]
-                t = self.halos.time(float(shared[i, j]), self.link(ra, rb))
-                extra[ra.index] += t
-                extra[rb.index] += t
+                t = self.halos.time(float(elements), self.link(ra, rb))
+                extra[adj.axis][ra.index] += t
+                extra[adj.axis][rb.index] += t
         return extra
 
     def run(self) -> BlockRound:
         """Size, predict, and size again with each rank's exchanges across the outer axes as
         the first layout has them: a band's widths then balance those too (a rank whose
         block touches many small ones pays a latency for each) and a group's fixed time is
-        its members' own. The layout with the smaller predicted mean is kept (groups of one
-        member are strip hosts either way: a P x 1 grid has one layout)."""
+        its members' own. The layout with the smaller predicted mean is kept (the horizon
+        loop reads the median of the one kept). When every group is one member (a P x 1
+        grid) they are strip hosts either way: one layout."""
         first, extra = self.layout()
-        if not any(extra):
+        if math.prod(self.grid[1:]) == 1 or not any(map(any, extra)):
             return first
         self.outer = extra
         self.sizes.clear()
@@ -411,14 +482,15 @@ class _Layout:
         second, _ = self.layout()
         return second if second.makespan.mean() < first.makespan.mean() else first
 
-    def layout(self) -> tuple[BlockRound, list[float]]:
+    def layout(self) -> tuple[BlockRound, list[list[float]]]:
         whole = Block(tuple(0 for _ in self.ds.size), tuple(self.ds.size))
         leaves = self.split(self.ranks, whole, 0)
-        extra = self.across(leaves)
+        per_axis = self.across(leaves)
+        extra = [sum(x) for x in zip(*per_axis, strict=True)] if per_axis else [0.0] * len(leaves)
         counts: Counter[tuple[object, ...]] = Counter()
         first: dict[tuple[object, ...], tuple[_Leaf, float, _Rank]] = {}
         for r, leaf, c in zip(self.ranks, leaves, extra, strict=True):
-            key = (id(leaf.time), c, r.segment, leaf.block.elements, self.m.slots[r.slot].load)
+            key = (id(leaf.time), c, r.segment, leaf.block.elements, self.load(r))
             counts[key] += 1
             first.setdefault(key, (leaf, c, r))
         classes = tuple(
@@ -428,7 +500,7 @@ class _Layout:
                 counts[key],
                 shifted(leaf.time, c),
                 leaf.comm + c,
-                self.m.slots[r.slot].load,
+                self.load(r),
             )
             for key, (leaf, c, r) in first.items()
         )
@@ -439,22 +511,47 @@ class _Layout:
             tuple(sorted(self.floored)),
             tuple(leaf.block.elements for leaf in leaves),
             self.grid,
-            tuple(leaf.block for leaf in leaves),
             tuple(sorted(self.mixed_latency)),
         )
-        return found, extra
+        return found, per_axis
 
 
-def _combined(a: Sequence[StochasticValue], samples: int, seed: int) -> StochasticValue:
-    """``1 / sum_j 1 / a_j`` over independent members (their combined speed, as time per
-    layer): exact for numbers, else from independent draws of each member's ``a``
-    (members sharing one value object are still independent copies of it)."""
+def _speed_extents(
+    speeds: Sequence[float], sub: Sequence[int], sizes: Sequence[int]
+) -> list[list[float]]:
+    """Each member's extent along each of the axes ``sub`` splits (``sizes``: the group's
+    extents there), every level split in proportion to its parts' combined speed."""
+    if not sub:
+        return [[] for _ in speeds]
+    n = len(speeds) // sub[0]
+    total = sum(speeds)
+    out: list[list[float]] = []
+    for g in range(sub[0]):
+        part = speeds[g * n : (g + 1) * n]
+        extent = sizes[0] * sum(part) / total
+        out.extend([extent, *rest] for rest in _speed_extents(part, sub[1:], sizes[1:]))
+    return out
+
+
+def _combined(
+    a: Sequence[StochasticValue], keys: Sequence[LoadKey], samples: int, seed: int
+) -> StochasticValue:
+    """:func:`harmonic` of the members' times per layer (their combined speed): exact for
+    numbers, else from draws of each member's ``a``, independent except that the members
+    on one recorded trace (``keys``) move together: one quantile draw per trace."""
     if all(x.kind == "point" for x in a):
-        return Point(1.0 / sum(1.0 / x.mean() for x in a))
+        return Point(harmonic([x.mean() for x in a]))
     rng = np.random.default_rng(seed)
+    shared: dict[LoadKey, np.ndarray] = {}
     speed = np.zeros(samples)
-    for x in a:
-        speed += 1.0 / np.asarray(x.rvs(samples, rng), dtype=np.float64)
+    for x, key in zip(a, keys, strict=True):
+        if on_trace(key) and key in shared:
+            u = shared[key]
+        else:
+            u = np.clip(rng.random(samples), 1e-12, 1.0 - 1e-12)
+            if on_trace(key):
+                shared[key] = u
+        speed += 1.0 / np.asarray(x.ppf(u), dtype=np.float64)
     return Samples(1.0 / speed, seed)
 
 
@@ -503,8 +600,12 @@ def block_notes(r: BlockRound) -> list[str]:
         f"process grid {text} over {ranks} nodes (chain order, row-major): jagged blocks, "
         f"{min(r.rows)}-{max(r.rows)} elements per node"
     ]
-    if ranks > 1 and all(ranks % d for d in range(2, ranks)) and len(r.grid) > 1:
-        notes.append(f"{ranks} nodes is a prime number: the process grid is {text}, strips")
+    if sum(g > 1 for g in r.grid) == 1:
+        why = "a prime number" if all(ranks % d for d in range(2, math.isqrt(ranks) + 1)) else ""
+        notes.append(
+            f"the process grid is {text}: one axis split, strips"
+            + (f" ({ranks} nodes is {why})" if why else "")
+        )
     notes.extend(
         f"nodeset {name!r}: a node between links of different latencies in its band is "
         "planned with the larger there (the models take one latency per host); its exchanges "

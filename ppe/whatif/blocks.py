@@ -20,12 +20,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 
-import numpy as np
-import numpy.typing as npt
-
 __all__ = ["Adjacent", "Block", "adjacent", "face_overlaps", "grid_text", "process_grid"]
-
-IntArray = npt.NDArray[np.int64]
 
 
 def grid_text(grid: Sequence[int]) -> str:
@@ -45,27 +40,33 @@ def _factorisations(p: int, k: int) -> list[tuple[int, ...]]:
 
 
 def _surface(grid: Sequence[int], size: Sequence[int]) -> Fraction:
-    """A rank's halo surface in elements: the faces perpendicular to each split axis of an
-    evenly divided block (exact, so ties are ties)."""
-    ext = [
-        Fraction(n, g) for n, g in zip(size, [*grid, *[1] * (len(size) - len(grid))], strict=True)
-    ]
+    """The halo surface, in elements, of an inner rank of an evenly divided grid (the rank
+    that exchanges most): across each split axis, one face when the axis has two groups
+    (every rank has one neighbour there), two when it has more; none across an unsplit
+    axis (no neighbour). Exact, so ties are ties."""
+    full = [*grid, *[1] * (len(size) - len(grid))]
+    ext = [Fraction(n, g) for n, g in zip(size, full, strict=True)]
     total = Fraction(0)
-    for k in range(len(grid)):
+    for k, g in enumerate(grid):
+        if g == 1:
+            continue
         face = Fraction(1)
         for i, e in enumerate(ext):
             if i != k:
                 face *= e
-        total += face
+        total += min(g - 1, 2) * face
     return total
 
 
 def process_grid(ranks: int, size: Sequence[int], dims: int) -> tuple[int, ...] | None:
     """The process grid of ``ranks`` over the first ``dims`` axes of a dataset of ``size``:
-    the ``g_0 x ... x g_{dims-1} = ranks`` that minimises a rank's halo surface (for 2-D,
-    ``n0/g0 + n1/g1``), ties to the squarer grid (the smaller ratio of the largest count to
-    the smallest), then to more groups along the first axes. Only grids that give every rank
-    at least one element per axis (``g_k <= size[k]``) count; None when there is none."""
+    the ``g_0 x ... x g_{dims-1} = ranks`` that minimises an inner rank's halo surface
+    (:func:`_surface`; for 2-D with both axes split in three or more,
+    ``2 n1/g1 + 2 n0/g0``), ties to the squarer grid (the smaller ratio of the largest count
+    to the smallest), then to more groups along the first axes. Only grids that give every
+    rank at least one element per axis (``g_k <= size[k]``) count; None when there is none.
+    A prime number of ranks splits one axis: the one whose faces are smaller (``P x 1`` when
+    ``n0 >= n1``, else ``1 x P``)."""
     best: tuple[int, ...] | None = None
     best_key: tuple[Fraction, Fraction, tuple[int, ...]] | None = None
     for grid in _factorisations(ranks, dims):
@@ -129,17 +130,50 @@ def adjacent(grid: Sequence[int]) -> list[Adjacent]:
     return out
 
 
-def face_overlaps(blocks_a: Sequence[Block], blocks_b: Sequence[Block], axis: int) -> IntArray:
-    """Elements of the face each block of ``blocks_a`` shares with each of ``blocks_b``
-    across ``axis`` (a matrix; 0 where they do not touch). The two runs lie on either side
-    of one plane, so only the other axes' overlaps count."""
-    lo_a = np.array([b.lo for b in blocks_a], dtype=np.int64)
-    hi_a = np.array([b.hi for b in blocks_a], dtype=np.int64)
-    lo_b = np.array([b.lo for b in blocks_b], dtype=np.int64)
-    hi_b = np.array([b.hi for b in blocks_b], dtype=np.int64)
-    inter = np.minimum(hi_a[:, None, :], hi_b[None, :, :]) - np.maximum(
-        lo_a[:, None, :], lo_b[None, :, :]
-    )
-    inter = np.clip(inter, 0, None)
-    inter[:, :, axis] = 1
-    return np.asarray(np.prod(inter, axis=2), dtype=np.int64)
+def face_overlaps(
+    blocks_a: Sequence[Block], blocks_b: Sequence[Block], axis: int
+) -> list[tuple[int, int, int]]:
+    """``(i, j, elements)`` for every block ``i`` of ``blocks_a`` that shares a face with
+    block ``j`` of ``blocks_b`` across ``axis``, of that many elements. The two runs lie on
+    either side of one plane and each tiles it, so only the other axes' overlaps count:
+    a sorted-interval merge, one axis at a time (blocks with the same interval along an axis,
+    such as the members of one band, are merged as one there and then split)."""
+    out: list[tuple[int, int, int]] = []
+    if blocks_a and blocks_b:
+        free = [k for k in range(len(blocks_a[0].lo)) if k != axis]
+        _merge(blocks_a, blocks_b, range(len(blocks_a)), range(len(blocks_b)), free, 1, out)
+    return out
+
+
+def _runs(
+    blocks: Sequence[Block], which: Sequence[int], axis: int
+) -> list[tuple[int, int, list[int]]]:
+    """``which``'s blocks grouped by their interval along ``axis``, in order."""
+    by: dict[tuple[int, int], list[int]] = {}
+    for i in which:
+        by.setdefault((blocks[i].lo[axis], blocks[i].hi[axis]), []).append(i)
+    return [(lo, hi, idx) for (lo, hi), idx in sorted(by.items())]
+
+
+def _merge(
+    blocks_a: Sequence[Block],
+    blocks_b: Sequence[Block],
+    which_a: Sequence[int],
+    which_b: Sequence[int],
+    axes: Sequence[int],
+    area: int,
+    out: list[tuple[int, int, int]],
+) -> None:
+    if not axes:
+        out.extend((i, j, area) for i in which_a for j in which_b)
+        return
+    ra, rb = _runs(blocks_a, which_a, axes[0]), _runs(blocks_b, which_b, axes[0])
+    p = q = 0
+    while p < len(ra) and q < len(rb):
+        lo, hi = max(ra[p][0], rb[q][0]), min(ra[p][1], rb[q][1])
+        if hi > lo:
+            _merge(blocks_a, blocks_b, ra[p][2], rb[q][2], axes[1:], area * (hi - lo), out)
+        if ra[p][1] <= rb[q][1]:
+            p += 1
+        else:
+            q += 1

@@ -25,7 +25,7 @@ import numpy.typing as npt
 from ppe.core.montecarlo import Space
 from ppe.core.stochastic import Normal, Point, StochasticValue
 
-__all__ = ["IidMax", "Shifted", "independent_classes", "shifted"]
+__all__ = ["IidMax", "Shifted", "independent_classes", "on_trace", "shifted"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -161,6 +161,12 @@ class IidMax(StochasticValue):
         return space.leaf(self.uid, lambda rng, n: self._rvs(n, rng))
 
 
+def on_trace(key: object) -> bool:
+    """Whether a load key (``machine.load_key``) is a recorded trace, which every node
+    assigned to it shares (those nodes move together)."""
+    return isinstance(key, tuple) and bool(key) and key[0] == "trace"
+
+
 def independent_classes(
     keys: Sequence[object], counts: Sequence[int], times: Sequence[StochasticValue]
 ) -> tuple[list[StochasticValue], list[int]]:
@@ -177,7 +183,7 @@ def independent_classes(
     out_counts: list[int] = []
     shared: dict[object, StochasticValue] = {}
     for key, count, t in zip(keys, counts, times, strict=True):
-        if not (isinstance(key, tuple) and key and key[0] == "trace"):
+        if not on_trace(key):
             values.append(t)
             out_counts.append(count)
         elif key not in shared or t.mean() > shared[key].mean():

@@ -106,12 +106,12 @@ class Machine:
     def node_name(self, segment: int, member: int) -> str:
         return f"{self.segments[segment].nodeset.name}[{member}]"
 
-    def chain(self) -> Iterator[tuple[int, int, Slot]]:
-        """(segment, member, slot) for every node in chain order."""
-        of: dict[tuple[int, int], Slot] = {}
-        for slot in self.slots:
+    def chain(self) -> Iterator[tuple[int, int, int]]:
+        """(segment, member, slot index) for every node in chain order."""
+        of: dict[tuple[int, int], int] = {}
+        for i, slot in enumerate(self.slots):
             for m in slot.members:
-                of[(slot.segment, m)] = slot
+                of[(slot.segment, m)] = i
         for k, seg in enumerate(self.segments):
             for m in range(seg.nodeset.number):
                 yield k, m, of[(k, m)]

@@ -263,7 +263,8 @@ def _layout(m: Machine, traces: Sequence[str]) -> _Layout:
     lat: list[float] = []
     draws: list[tuple[object, ...]] = []
     variation: list[float] = []
-    for k, member, slot in m.chain():
+    for k, member, s in m.chain():
+        slot = m.slots[s]
         ns = m.segments[k].nodeset
         key = load_key(ns, member)
         seg.append(k)

@@ -55,8 +55,13 @@ def problems(text: str) -> list[Problem]:
         (4, (1000, 1000), 2, (2, 2)),
         (6, (1000, 1000), 2, (3, 2)),  # 3 x 2 and 2 x 3 tie: more groups along axis 0
         (16, (1000, 1000), 2, (4, 4)),
-        (12, (300, 1200), 2, (2, 6)),  # 150 + 200 beats 100 + 300 and 300 + 100
-        (7, (1000, 1000), 2, (7, 1)),  # prime: strips
+        (12, (300, 1200), 2, (2, 6)),  # 200 + 2 x 150 beats 2 x 300 (1 x 12), 2 x 300 + 2 x 100
+        # an unsplit axis has no face; an axis split in two, one face per rank: the inner
+        # rank of 4 x 1 has two faces of 60 (120), a rank of 2 x 2 one of 30 and one of 50
+        (4, (100, 60), 2, (2, 2)),
+        (5, (60, 100), 2, (1, 5)),  # prime: the axis with the smaller faces is split
+        (5, (100, 100), 2, (5, 1)),
+        (7, (1000, 1000), 2, (7, 1)),  # prime: strips (n0 >= n1)
         (7, (3, 1000), 2, (1, 7)),  # prime, and only 3 rows: strips the other way
         (8, (64, 64, 64), 3, (2, 2, 2)),
         (7, (3, 3, 100), 3, (1, 1, 7)),
@@ -88,7 +93,7 @@ def test_neighbour_ranges_and_shared_faces() -> None:
     top = [Block((0, 0), (5, 4)), Block((0, 4), (5, 10))]
     bottom = [Block((5, 0), (9, 3)), Block((5, 3), (9, 10))]
     # a jagged boundary: columns 0-3 | 4-9 above, 0-2 | 3-9 below
-    assert face_overlaps(top, bottom, 0).tolist() == [[3, 1], [0, 6]]
+    assert sorted(face_overlaps(top, bottom, 0)) == [(0, 0, 3), (0, 1, 1), (1, 1, 6)]
 
 
 # --------------------------------------------------------------- hand computations
