@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -240,6 +241,50 @@ def test_two_nodesets_get_time_balanced_blocks() -> None:
     assert eq.makespan.mean() > 1.3 * result.makespan.mean()
 
 
+def _slow_lan(text: str, latency: float, bandwidth: float) -> str:
+    """``two_nodesets`` with the links inside 'slow' replaced."""
+    out, n = re.subn(
+        r'(name = "lan-slow"\nacross = "slow"\n)bandwidth = .*\nlatency = .*\n',
+        rf"\1bandwidth = {bandwidth!r}\nlatency = {latency!r}\n",
+        text,
+    )
+    assert n == 1
+    return out
+
+
+@pytest.mark.parametrize(
+    ("latency", "bandwidth", "slow_rows"),
+    [
+        (0.0, 1e12, 500),
+        # a band's member sends 2 messages an iteration to its neighbour in the band, 10
+        # iterations: 1e-3 s each is 0.02 s fixed; 4e-5 s per row of compute either band:
+        # 4e-5 (1000 - h) = 4e-5 h + 0.02, h = 250
+        (1e-3, 1e12, 250),
+        # 20 messages of h x 8 B at 1e7 B/s: 1.6e-5 s per row more in the slow band:
+        # 4e-5 (1000 - h) = 5.6e-5 h, h = 416.7
+        (0.0, 1e7, 416.7),
+    ],
+)
+def test_a_bands_own_exchanges_size_it(latency: float, bandwidth: float, slow_rows: float) -> None:
+    """2 + 2 nodes of equal speed on 1000 x 1000, a 2 x 2 grid: bands [fast fast] and
+    [slow slow]. When the links inside the slow band are slower, its members spend longer
+    exchanging with each other (latency: a fixed time; bandwidth: a time growing with the
+    band's height), so the slow band is thinner and the two bands finish together."""
+    text = blocks(
+        two_nodesets(
+            fast=2, slow=2, fast_speed=1e9, slow_speed=1e9, n=1000, bandwidth=1e12
+        )
+    )  # fmt: skip
+    result, rows = point(_slow_lan(text, latency, bandwidth))
+    assert result.process_grid == (2, 2)
+    fast_rows, slow_rows_got = sum(rows[:2]) / 1000, sum(rows[2:]) / 1000
+    assert fast_rows + slow_rows_got == 1000
+    assert slow_rows_got == pytest.approx(slow_rows, rel=2e-3)
+    fast, slow = result.nodesets
+    assert slow.time == pytest.approx(fast.time, rel=2e-3)
+    assert not any("latencies" in x for x in result.notes)  # uniform links in each band
+
+
 def test_conservative_gives_a_noisy_nodeset_smaller_blocks_than_mean() -> None:
     text = blocks(
         two_nodesets(
@@ -347,6 +392,28 @@ def test_memory_bounds_a_blocks_width() -> None:
     assert point(blocks(cluster(number=4, n=200, extra_nodeset="grainsize = 80000")))[1] == (
         (10_000,) * 4
     )
+
+
+def test_memory_bounds_a_fast_bands_height() -> None:
+    """1 node at 2 Gflop/s and 1 at 1 on 1000 x 1000 doubles (8 MB), 4.8 MB each: a 2 x 1
+    grid. By speed the fast band would take 667 rows (5.3 MB); its memory holds 600 rows
+    of 1000, so it gets 600 and the slow one 400, as block1dim's strips."""
+    text = two_nodesets(fast=1, slow=1, n=1000).replace(
+        'load = {kind = "dedicated"}\n', 'load = {kind = "dedicated"}\ngrainsize = 4.8e6\n'
+    )
+    strips, strip_rows = point(text)
+    assert strip_rows == (600, 400)
+    result, rows = point(blocks(text))
+    assert result.process_grid == (2, 1)
+    assert rows == (600_000, 400_000)
+    assert result.makespan.mean() == pytest.approx(strips.makespan.mean(), rel=1e-9)
+
+
+def test_memory_no_layout_can_hold_is_a_clear_error() -> None:
+    """4 nodes of 242 bytes hold 968 bytes, all of 11 x 11 doubles (the checks accept it),
+    but no node holds 30.25 elements: no blocks fit, and the error says why."""
+    with pytest.raises(WhatIfError, match=r"2 x 2 process grid.*not enough memory"):
+        point(blocks(cluster(number=4, n=11, extra_nodeset="grainsize = 242")))
 
 
 def test_the_simulated_path_refuses_blocks_with_the_way_out() -> None:
