@@ -37,23 +37,28 @@ import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 import scheduler
 from ppe import core, pipeline
 from ppe.core import StochasticValue
-from ppe.core.stochastic import Point, Samples
+from ppe.core.montecarlo import Space
+from ppe.core.stochastic import Normal, Point, Samples
 from ppe.pipeline import HostForecasts, PlanOptions
 from ppe.whatif.application import App
 from ppe.whatif.blocks import Block, adjacent, face_overlaps, grid_text, process_grid
-from ppe.whatif.iidmax import IidMax, independent_classes, on_trace, shifted
+from ppe.whatif.iidmax import IidMax, independent_classes, on_trace
 from ppe.whatif.machine import Link, LoadKey, Loads, Machine, effective_link
 from ppe.whatif.options import Options
 from ppe.whatif.report import NodesetResult, nodeset_result
 from ppe.whatif.spec import DISTRIBUTION_TYPES
 
 __all__ = ["BlockRound", "block_breakdown", "block_notes", "evaluate_blocks"]
+
+FloatArray = npt.NDArray[np.float64]
 
 #: Face size (elements) at which the model's exchange time is probed, with twice it.
 _PROBE_FACE = 1000.0
@@ -102,6 +107,60 @@ def harmonic(times: Sequence[float]) -> float:
     """``1 / sum_j 1 / t_j``: the time per layer of members sharing it at their combined
     speed (each a fraction of the layer in proportion to its speed)."""
     return 1.0 / sum(1.0 / t for t in times)
+
+
+class Shifted(StochasticValue):
+    """``value + shift`` for a number ``shift``, exactly (the core's arithmetic would sample a
+    numeric value): a block's time is its band's predicted time plus the deterministic time
+    of its exchanges across the other axes."""
+
+    kind = "numeric"
+
+    def __init__(self, value: StochasticValue, shift: float) -> None:
+        super().__init__()
+        self.value = value
+        self.shift = float(shift)
+
+    def __repr__(self) -> str:
+        return f"Shifted({self.value!r}, {self.shift:g})"
+
+    def mean(self) -> float:
+        return self.value.mean() + self.shift
+
+    def std(self) -> float:
+        return self.value.std()
+
+    def var(self) -> float:
+        return self.value.var()
+
+    def cdf(self, x: Any) -> Any:
+        return self.value.cdf(np.asarray(x, dtype=np.float64) - self.shift)
+
+    def ppf(self, q: Any) -> Any:
+        out = np.asarray(self.value.ppf(q), dtype=np.float64) + self.shift
+        return float(out) if out.ndim == 0 else out
+
+    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
+        return np.asarray(self.value.sample(n, rng), dtype=np.float64) + self.shift
+
+    @property
+    def components(self) -> list[tuple[float, float, float]]:
+        return [(w, m + self.shift, s) for w, m, s in self.value.components]
+
+    def _draw(self, space: Space) -> FloatArray:
+        return np.asarray(self.value._draw(space), dtype=np.float64) + self.shift
+
+
+def shifted(value: StochasticValue, shift: float) -> StochasticValue:
+    """``value + shift``: a point or a normal stays one (exact), anything else is
+    :class:`Shifted`."""
+    if shift == 0:
+        return value
+    if value.kind == "point":
+        return Point(value.mean() + shift)
+    if value.kind == "normal" and len(value.components) == 1:
+        return Normal(value.mean() + shift, value.std())
+    return Shifted(value, shift)
 
 
 class _Halos:

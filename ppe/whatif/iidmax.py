@@ -23,9 +23,9 @@ import numpy as np
 import numpy.typing as npt
 
 from ppe.core.montecarlo import Space
-from ppe.core.stochastic import Normal, Point, StochasticValue
+from ppe.core.stochastic import StochasticValue
 
-__all__ = ["IidMax", "Shifted", "independent_classes", "on_trace", "shifted"]
+__all__ = ["IidMax", "independent_classes", "on_trace"]
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -189,57 +189,3 @@ def independent_classes(
         elif key not in shared or t.mean() > shared[key].mean():
             shared[key] = t
     return [*values, *shared.values()], [*out_counts, *([1] * len(shared))]
-
-
-class Shifted(StochasticValue):
-    """``value + shift`` for a number ``shift``, exactly (the core's arithmetic would sample a
-    numeric value): a block's time is its band's predicted time plus the deterministic time
-    of its exchanges across the other axes (:mod:`ppe.whatif.blockeval`)."""
-
-    kind = "numeric"
-
-    def __init__(self, value: StochasticValue, shift: float) -> None:
-        super().__init__()
-        self.value = value
-        self.shift = float(shift)
-
-    def __repr__(self) -> str:
-        return f"Shifted({self.value!r}, {self.shift:g})"
-
-    def mean(self) -> float:
-        return self.value.mean() + self.shift
-
-    def std(self) -> float:
-        return self.value.std()
-
-    def var(self) -> float:
-        return self.value.var()
-
-    def cdf(self, x: Any) -> Any:
-        return self.value.cdf(np.asarray(x, dtype=np.float64) - self.shift)
-
-    def ppf(self, q: Any) -> Any:
-        out = np.asarray(self.value.ppf(q), dtype=np.float64) + self.shift
-        return float(out) if out.ndim == 0 else out
-
-    def _rvs(self, n: int, rng: np.random.Generator) -> FloatArray:
-        return np.asarray(self.value.sample(n, rng), dtype=np.float64) + self.shift
-
-    @property
-    def components(self) -> list[tuple[float, float, float]]:
-        return [(w, m + self.shift, s) for w, m, s in self.value.components]
-
-    def _draw(self, space: Space) -> FloatArray:
-        return np.asarray(self.value._draw(space), dtype=np.float64) + self.shift
-
-
-def shifted(value: StochasticValue, shift: float) -> StochasticValue:
-    """``value + shift``: a point or a normal stays one (exact), anything else is
-    :class:`Shifted`."""
-    if shift == 0:
-        return value
-    if value.kind == "point":
-        return Point(value.mean() + shift)
-    if value.kind == "normal" and len(value.components) == 1:
-        return Normal(value.mean() + shift, value.std())
-    return Shifted(value, shift)

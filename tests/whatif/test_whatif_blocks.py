@@ -12,18 +12,22 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppe.core.stochastic import Mixture, Normal, Point
 from ppe.whatif import (
     LoadTrace,
     Options,
     Problem,
     SpecError,
+    Spread,
     WhatIfError,
     evaluate,
-    evaluate_point,
     resolve,
 )
 from ppe.whatif.analytic import plan_point
+from ppe.whatif.application import app_of
+from ppe.whatif.blockeval import Shifted, _Layout, shifted
 from ppe.whatif.blocks import Block, adjacent, face_overlaps, process_grid
+from ppe.whatif.machine import Loads, build_machine
 from ppe.whatif.report import format_table
 from ppe.whatif.simulated import check_simulable
 
@@ -95,6 +99,69 @@ def test_neighbour_ranges_and_shared_faces() -> None:
     bottom = [Block((5, 0), (9, 3)), Block((5, 3), (9, 10))]
     # a jagged boundary: columns 0-3 | 4-9 above, 0-2 | 3-9 below
     assert sorted(face_overlaps(top, bottom, 0)) == [(0, 0, 3), (0, 1, 1), (1, 1, 6)]
+
+
+def test_neighbour_ranges_in_three_dimensions() -> None:
+    """2 x 2 x 2: two slabs of 4 ranks across axis 0, two bands of 2 in each slab across
+    axis 1, two ranks in each band across axis 2."""
+    got = [(a.axis, list(a.a), list(a.b), a.innermost) for a in adjacent((2, 2, 2))]
+    assert got == [
+        (0, [0, 1, 2, 3], [4, 5, 6, 7], False),
+        (1, [0, 1], [2, 3], False),
+        (1, [4, 5], [6, 7], False),
+        (2, [0], [1], True),
+        (2, [2], [3], True),
+        (2, [4], [5], True),
+        (2, [6], [7], True),
+    ]
+    # two slabs' blocks across axis 0: the faces are their overlaps on axes 1 and 2
+    top = [
+        Block((0, 0, 0), (2, 3, 4)), Block((0, 0, 4), (2, 3, 8)),
+        Block((0, 3, 0), (2, 6, 5)), Block((0, 3, 5), (2, 6, 8)),
+    ]  # fmt: skip
+    bottom = [
+        Block((2, 0, 0), (4, 4, 2)), Block((2, 0, 2), (4, 4, 8)),
+        Block((2, 4, 0), (4, 6, 6)), Block((2, 4, 6), (4, 6, 8)),
+    ]  # fmt: skip
+    assert sorted(face_overlaps(top, bottom, 0)) == [
+        (0, 0, 3 * 2), (0, 1, 3 * 2), (1, 1, 3 * 4),
+        (2, 0, 1 * 2), (2, 1, 1 * 3), (2, 2, 2 * 5),
+        (3, 1, 1 * 3), (3, 2, 2 * 1), (3, 3, 2 * 2),
+    ]  # fmt: skip
+
+
+def test_face_overlaps_of_long_runs_are_a_merge() -> None:
+    """Two long runs, 2039 blocks above a plane and 2040 below, their boundaries offset:
+    every block touches two across it (the ends one), 4078 faces summing to the plane,
+    found by a merge (no 2039 x 2040 matrix)."""
+    n = 2039
+    top = [Block((0, 3 * i), (5, 3 * i + 3)) for i in range(n)]
+    cuts = [0, *range(1, 3 * n - 1, 3), 3 * n]
+    bottom = [Block((5, lo), (9, hi)) for lo, hi in zip(cuts, cuts[1:], strict=False)]
+    got = face_overlaps(top, bottom, 0)
+    assert len(bottom) == n + 1 and len(got) == 2 * n
+    assert sum(e for _, _, e in got) == 3 * n
+    assert all(top[i].hi[1] > bottom[j].lo[1] and bottom[j].hi[1] > top[i].lo[1] for i, j, _ in got)
+
+
+def test_shifted_moves_a_distribution_by_a_number() -> None:
+    mix = Mixture([0.8, 0.2], [1.0, 2.0], [0.05, 0.1])
+    x = Shifted(mix, 0.5)
+    assert x.mean() == pytest.approx(mix.mean() + 0.5)
+    assert x.std() == pytest.approx(mix.std())
+    q = np.array([0.01, 0.2, 0.5, 0.9, 0.99])
+    assert np.allclose(x.ppf(q), np.asarray(mix.ppf(q)) + 0.5)
+    assert np.allclose(x.cdf(x.ppf(q)), q)
+    assert x.ppf(0.5) == pytest.approx(float(mix.ppf(0.5)) + 0.5)  # scalars stay scalars
+    draws = x.sample(40_000, np.random.default_rng(1))
+    assert float(np.mean(draws)) == pytest.approx(x.mean(), rel=5e-3)
+    assert float(np.mean(draws <= x.ppf(0.8))) == pytest.approx(0.8, abs=0.01)
+    assert [m for _, m, _ in x.components] == pytest.approx([1.5, 2.5])
+    # a number and a normal stay exact; no shift is the value itself
+    assert shifted(Point(1.0), 2.0).kind == "point" and shifted(Point(1.0), 2.0).mean() == 3.0
+    n = shifted(Normal(1.0, 0.1), 2.0)
+    assert n.kind == "normal" and (n.mean(), n.std()) == pytest.approx((3.0, 0.1))
+    assert shifted(mix, 0.0) is mix
 
 
 # --------------------------------------------------------------- hand computations
@@ -285,6 +352,43 @@ def test_a_bands_own_exchanges_size_it(latency: float, bandwidth: float, slow_ro
     assert not any("latencies" in x for x in result.notes)  # uniform links in each band
 
 
+JAGGED = blocks(two_nodesets(fast=3, slow=1, n=1000, bandwidth=1e15, latency=1e-4))
+
+
+def test_a_jagged_layout_exchanges_with_every_block_it_touches() -> None:
+    """3 fast nodes (2 Gflop/s) and 1 slow (1) on 1000 x 1000, a 2 x 2 grid: bands
+    [fast fast] and [fast slow]. The bottom band's fast block is wider than half, so the
+    boundary between the bands is jagged: the bottom-left block touches both top blocks,
+    the top-right block both bottom ones. By hand, with exchanges costing only their
+    latency (1e-4 s, 2 messages an iteration, 10 iterations: 2e-3 s a neighbour): one
+    neighbour in the band for each, then top-left 1 + 1, top-right 1 + 2, bottom-left
+    1 + 2, bottom-right 1 + 1; the fast nodes' mean 8/3 x 2e-3, the slow node's 4e-3."""
+    result, rows = point(JAGGED)
+    assert result.process_grid == (2, 2)
+    top, bottom = (rows[0] + rows[1]) / 1000, (rows[2] + rows[3]) / 1000
+    assert top == int(top) and bottom == int(bottom) and top + bottom == 1000
+    left_top, left_bottom = rows[0] / top, rows[2] / bottom
+    assert left_bottom > left_top  # the two boundaries differ: jagged
+    fast, slow = result.nodesets
+    assert fast.communication == pytest.approx(8 / 3 * 2e-3, rel=1e-6)
+    assert slow.communication == pytest.approx(4e-3, rel=1e-6)
+
+
+def test_the_second_sizing_is_kept_when_it_is_better() -> None:
+    """On the jagged layout, the first sizing does not know that the top-right and
+    bottom-left blocks each exchange with two blocks across the bands; the second does,
+    gives them less, and predicts a smaller makespan: run() keeps it."""
+    w = parse(JAGGED)
+    res = resolve(w, MemoryResolver())
+    p = w.points[0]
+    m, app = build_machine(p.spec, res), app_of(p, res)
+    first, _ = _Layout(m, app, Loads(res), None, Options()).layout()
+    kept = _Layout(m, app, Loads(res), None, Options()).run()
+    assert kept.rows != first.rows
+    assert kept.makespan.mean() < first.makespan.mean()
+    assert point(JAGGED)[1] == kept.rows
+
+
 def test_conservative_gives_a_noisy_nodeset_smaller_blocks_than_mean() -> None:
     text = blocks(
         two_nodesets(
@@ -445,12 +549,20 @@ def test_the_example_evaluates() -> None:
     for p in report.points:
         assert p.process_grid and math.prod(p.process_grid) == p.hosts
         assert p.makespan.mean() > 0
+        fast, old = p.nodesets
+        assert old.rows / old.nodes < fast.rows / fast.nodes  # 1 Gflop/s against 4
+    # 16 nodes: bands of 4, the old ones in bands of their own: every old block is smaller
+    first = report.points[0].nodesets
+    assert report.points[0].process_grid == (4, 4) and first[1].rows_max < first[0].rows_min
 
 
-def test_a_point_evaluates_the_same_through_evaluate_point() -> None:
-    w = parse(GRID3)
-    res = resolve(w, MemoryResolver())
-    assert evaluate_point(w.points[0], res).makespan.mean() == point(GRID3)[0].makespan.mean()
+def test_a_sweep_spread_over_processes_is_the_serial_one() -> None:
+    """Block points travel to worker processes and back (pickled): the same report."""
+    w = parse(blocks(cluster(number=[4, 6, 7], n=600, bandwidth="1 Gb/s")))
+    serial = evaluate(w, MemoryResolver(), Options()).to_dict()
+    pool = evaluate(w, MemoryResolver(), Options(), spread=Spread("process", 2)).to_dict()
+    assert [p["process_grid"] for p in serial["points"]] == [[2, 2], [3, 2], [7, 1]]
+    assert json.dumps(pool, sort_keys=True) == json.dumps(serial, sort_keys=True)
 
 
 def test_trace_loads_run_the_horizon_loop_and_count_each_trace_once() -> None:
