@@ -5,7 +5,9 @@ grammar, or the script's generated one, :mod:`ppe.whatif.scriptmodel`), each hos
 time ``a * rows + b`` (``ppe.core.linear_host_models``), the strategy's strips
 (``scheduler.schedule_rows``: time-balanced over heterogeneous nodesets), the prediction of
 that allocation (``ppe.core.predict``) and the horizon loop (``PlanOptions.settle``), exactly
-as ``ppe.pipeline.plan`` runs them.
+as ``ppe.pipeline.plan`` runs them. That is block1dim (strips); a block2dim or block3dim
+point goes to :mod:`ppe.whatif.blockeval` (jagged blocks over a process grid, the same steps
+per band), and its "rows" are each node's elements.
 
 **Collapsing identical nodes.** When it is exact, the pipeline's steps run on one
 representative per slot (nodes with the same nodeset, links and load) instead of on every
@@ -315,7 +317,8 @@ def plan_point(
     now: float | None = None,
 ) -> tuple[PointResult, tuple[int, ...]]:
     """The analytic prediction of one point and the rows it placed on every node (chain
-    order). ``now``: traces are forecast from that time (their samples before it only; the
+    order; for block2dim and block3dim, :mod:`ppe.whatif.blockeval`, each node's elements).
+    ``now``: traces are forecast from that time (their samples before it only; the
     simulated path plans each start time so); default just after their last sample."""
     opts = options or Options()
     where = ", ".join(f"{k} = {v}" for k, v in point.values)

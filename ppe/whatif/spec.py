@@ -1145,8 +1145,9 @@ class _Builder:
             self.p.add(
                 ("execution", "script"),
                 f"distribution {dist.name!r} is {dist.type}: scripts run on block1dim strips; "
-                'block distributions evaluate the built-in models (model = "sor" or '
-                '"jacobi2d")',
+                "block distributions evaluate the built-in models (model = "
+                + " or ".join(f'"{m}"' for m in BUILTIN_MODELS)
+                + ")",
             )
         elif not ex.builtin:
             self.p.add(
@@ -1162,7 +1163,7 @@ class _Builder:
             self.p.add(
                 ("distribution", dist.index, "nodeset"),
                 f"distribution {dist.name!r} spreads dataset {ds.name!r} "
-                f"({' x '.join(map(str, ds.size))}) over {len(chain)} nodes: no process grid "
+                f"({grid_text(ds.size)}) over {len(chain)} nodes: no process grid "
                 f"of {dims} axes gives every node at least one element per axis; the nodeset "
                 "is too large for the dataset (or the dataset too small)",
             )

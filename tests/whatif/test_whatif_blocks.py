@@ -25,7 +25,7 @@ from ppe.whatif import (
 )
 from ppe.whatif.analytic import plan_point
 from ppe.whatif.application import app_of
-from ppe.whatif.blockeval import Shifted, _Layout, shifted
+from ppe.whatif.blockeval import Shifted, _combined, _Layout, shifted
 from ppe.whatif.blocks import Block, adjacent, face_overlaps, process_grid
 from ppe.whatif.machine import Loads, build_machine
 from ppe.whatif.report import format_table
@@ -162,6 +162,19 @@ def test_shifted_moves_a_distribution_by_a_number() -> None:
     n = shifted(Normal(1.0, 0.1), 2.0)
     assert n.kind == "normal" and (n.mean(), n.std()) == pytest.approx((3.0, 0.1))
     assert shifted(mix, 0.0) is mix
+
+
+def test_a_groups_speed_moves_together_on_one_trace() -> None:
+    """Two members of one group with the same time per layer: on one recorded trace they
+    are slow together, so the group takes exactly half the time (std halved); on
+    independent loads, the harmonic mean of two draws varies less (std / sqrt 2, halved)."""
+    a = Normal(1.0, 0.2)
+    trace = ("trace", "t0.csv", 0.0)
+    together = _combined([a, a], [trace, trace], 20_000, 0)
+    apart = _combined([a, a], [("normal", 1.0, 0.2, 0.0)] * 2, 20_000, 0)
+    assert together.mean() == pytest.approx(0.5, rel=1e-2)
+    assert together.std() == pytest.approx(0.1, rel=2e-2)
+    assert apart.std() == pytest.approx(0.2 / 2 / math.sqrt(2), rel=5e-2)
 
 
 # --------------------------------------------------------------- hand computations
