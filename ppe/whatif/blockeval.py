@@ -12,15 +12,18 @@ model (SOR, Jacobi2D) with ``n`` = the face (the elements of one layer of the ba
 linear times ``a * width + b`` (``core.linear_host_models``: compute, and the halo exchanges
 with the members beside them over their links) and the point's strategy
 (``scheduler.schedule_rows``, every member at least one layer): time-balanced widths, as
-block1dim balances rows. Along an outer axis, each group is one host of a chain of groups:
-its time per layer is its members' combined speed (``1 / sum(1 / a_j)`` of their times per
-layer, a stochastic value the strategy reads as it reads a strip host's), its fixed time
-their exchanges with the neighbouring groups (each member's share of the layer, in
-proportion to its mean speed, over the link to the member facing it; speed-weighted
-mean), and ``schedule_rows`` gives the groups' sizes. A group of one member is exactly the
-strip host block1dim makes of it, so a P x 1 grid plans block1dim's rows. The sizes are
-chosen twice, the second time with each rank's exchanges across the outer axes as the first
-layout has them, and the layout with the smaller predicted mean is kept (:meth:`_Layout.run`).
+block1dim balances rows, each at most what its ``grainsize`` holds. Along an outer axis,
+each group is one host of a chain of groups: its time per layer is its members' combined
+speed (:func:`harmonic` of their times per layer, a stochastic value the strategy reads as it
+reads a strip host's) plus their exchanges inside the group that grow with its size, its
+fixed time the rest of their exchanges (latencies, and the neighbouring groups': each
+member's share of the layer, in proportion to its mean speed, over the link to the member
+facing it), all speed-weighted (:meth:`_Layout.combined`), its most layers what its members'
+memory holds together, and ``schedule_rows`` gives the groups' sizes. A group of one member
+is exactly the strip host block1dim makes of it, so a P x 1 grid plans block1dim's rows. The
+sizes are chosen twice, the second time with each rank's exchanges across the outer axes as
+the first layout has them, and the layout with the smaller predicted mean is kept
+(:meth:`_Layout.run`).
 
 **Times.** A member's time is its band's prediction (``core.predict`` over the band's
 chain: compute and the exchanges along the last axis, with its load) plus its exchanges
