@@ -604,16 +604,18 @@ def _combined(
     if all(x.kind == "point" for x in a):
         return Point(harmonic([x.mean() for x in a]))
     rng = np.random.default_rng(seed)
-    shared: dict[LoadKey, np.ndarray] = {}
+    quantiles: dict[LoadKey, FloatArray] = {}
+    drawn: dict[tuple[LoadKey, int], FloatArray] = {}
     speed = np.zeros(samples)
     for x, key in zip(a, keys, strict=True):
-        if on_trace(key) and key in shared:
-            u = shared[key]
-        else:
-            u = np.clip(rng.random(samples), 1e-12, 1.0 - 1e-12)
-            if on_trace(key):
-                shared[key] = u
-        speed += 1.0 / np.asarray(x.ppf(u), dtype=np.float64)
+        if not on_trace(key):  # independent: a fresh draw (fast for every kind)
+            speed += 1.0 / np.asarray(x.rvs(samples, rng), dtype=np.float64)
+            continue
+        if key not in quantiles:
+            quantiles[key] = np.clip(rng.random(samples), 1e-12, 1.0 - 1e-12)
+        if (key, id(x)) not in drawn:  # members sharing a representative: one ppf
+            drawn[(key, id(x))] = 1.0 / np.asarray(x.ppf(quantiles[key]), dtype=np.float64)
+        speed += drawn[(key, id(x))]
     return Samples(1.0 / speed, seed)
 
 
