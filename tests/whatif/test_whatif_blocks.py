@@ -628,6 +628,28 @@ def test_block3dim_balances_slabs_by_combined_speed() -> None:
     assert abs(fast.time / slow.time - 1) < 0.05  # 80 rows in 4 slabs: rounding
 
 
+def test_a_slabs_own_exchanges_size_it() -> None:
+    """8 + 8 nodes of equal speed on 400^3, a 4 x 2 x 2 grid: two slabs of each nodeset. The
+    links inside 'slow' have 1e-3 s latency: each slow member exchanges (Jacobi, 10
+    iterations) with 3 slow neighbours (across the band, the slab's other band, the other
+    slow slab): 0.03 s. 3.2e-3 s of compute per layer of a member: 3.2e-3 h_f = 3.2e-3 h_s +
+    0.03 and h_f + h_s = 200, so h_s = 95.3; the slabs finish within rounding of a layer."""
+    fast_links = "\nbandwidth = 1e12\nlatency = 0\n"
+    text = GRID3.replace("bandwidth = 1.25e7\nlatency = 5e-4\n", fast_links).replace(
+        "[[dataset]]",
+        '[[nodeset]]\nname = "slow"\nnumber = 8\nfloatspeed = 1e9\n'
+        '[[linkset]]\nname = "ls"\nacross = "slow"\nbandwidth = 1e12\nlatency = 1e-3\n'
+        f'[[linkset]]\nname = "b"\nupdown = ["node", "slow"]{fast_links}[[dataset]]',
+    )
+    text = text.replace('nodeset = "node"', 'nodeset = ["node", "slow"]')
+    result, rows = point(text.replace("size = 40", "size = 400"))
+    assert result.process_grid == (4, 2, 2)
+    assert rows == (105 * 200 * 200,) * 8 + (95 * 200 * 200,) * 8
+    fast, slow = result.nodesets
+    assert slow.communication == pytest.approx(0.03, rel=1e-3)
+    assert abs(fast.time / slow.time - 1) < 0.01  # 3.2e-3 s a layer: rounding
+
+
 def test_the_html_page_shows_elements_per_node() -> None:
     from ppe.whatif.html import render_html
 
