@@ -55,6 +55,7 @@ __all__ = [
     "Settled",
     "below_floor",
     "check_allocation",
+    "dedicated_row_times",
     "floor_availability",
     "host_inputs",
     "plan",
@@ -403,7 +404,7 @@ def host_inputs(
     return out
 
 
-def _dedicated_row_times(
+def dedicated_row_times(
     model: CompiledModel, params: Mapping[str, Any], inputs: list[HostInputs]
 ) -> list[float]:
     """Time per row on an idle host (the ``static`` strategy's speed measure)."""
@@ -424,7 +425,7 @@ def _schedule(
     models = core.linear_host_models(model, params, inputs)
     dedicated: list[float | None] = [None] * len(hosts)
     if strategy == "static":
-        dedicated = list(_dedicated_row_times(model, params, inputs))
+        dedicated = list(dedicated_row_times(model, params, inputs))
     stoch = [
         scheduler.StochasticHost(
             h.name, a, b, min_rows=h.min_rows, max_rows=h.max_rows, a_dedicated=ded

@@ -5,7 +5,9 @@ grammar, or the script's generated one, :mod:`ppe.whatif.scriptmodel`), each hos
 time ``a * rows + b`` (``ppe.core.linear_host_models``), the strategy's strips
 (``scheduler.schedule_rows``: time-balanced over heterogeneous nodesets), the prediction of
 that allocation (``ppe.core.predict``) and the horizon loop (``PlanOptions.settle``), exactly
-as ``ppe.pipeline.plan`` runs them.
+as ``ppe.pipeline.plan`` runs them. That is block1dim (strips); a block2dim or block3dim
+point goes to :mod:`ppe.whatif.blockeval` (jagged blocks over a process grid, the same steps
+per band), and its "rows" are each node's elements.
 
 **Collapsing identical nodes.** When it is exact, the pipeline's steps run on one
 representative per slot (nodes with the same nodeset, links and load) instead of on every
@@ -34,19 +36,19 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
 import scheduler
 from ppe import core, pipeline
-from ppe.core import CompiledModel, StochasticValue
+from ppe.core import StochasticValue
 from ppe.core.stochastic import Point
-from ppe.pipeline import HostForecasts, HostMeta, PlanOptions
-from ppe.whatif.iidmax import IidMax
+from ppe.pipeline import HostForecasts, HostMeta
+from ppe.whatif.application import App, app_of, compiled, ends_of
+from ppe.whatif.blockeval import block_breakdown, block_notes, evaluate_blocks
+from ppe.whatif.iidmax import IidMax, independent_classes
 from ppe.whatif.machine import Loads, Machine, Slot, build_machine
 from ppe.whatif.options import Options, Spread
-from ppe.whatif.report import NodesetResult, PointResult, Report
+from ppe.whatif.report import NodesetResult, PointResult, Report, nodeset_result
 from ppe.whatif.resolve import Resolver, Resources, resolve
-from ppe.whatif.script import Phase, phases
 from ppe.whatif.scriptmodel import script_model_text
 from ppe.whatif.spec import SpecPoint, WhatIf
 
@@ -66,75 +68,6 @@ class WhatIfError(ValueError):
 
 
 # ---------------------------------------------------------------------------- pieces
-
-
-@lru_cache(maxsize=64)
-def _compiled(text: str) -> CompiledModel:
-    return core.compile_model(text)
-
-
-@dataclass(frozen=True)
-class _App:
-    """The model of one point, for any chain layout (a script's model depends on where each
-    nodeset's nodes sit in the chain)."""
-
-    fixed: CompiledModel | None
-    phases: tuple[Phase, ...]
-    params: Mapping[str, float]
-    point: SpecPoint
-
-    @property
-    def script(self) -> bool:
-        return self.fixed is None
-
-    @property
-    def collapsible(self) -> bool:
-        """Whether the model's HostTime and ExecTime depend on the chain position only through
-        its ends and neighbours (the built-in models and generated scripts: yes; a grammar
-        file may use p itself)."""
-        return self.script or self.point.spec.execution.builtin
-
-    @property
-    def single_phase(self) -> bool:
-        """ExecTime is the max of the host times (one synchronised phase)."""
-        return self.point.spec.execution.builtin or (self.script and len(self.phases) == 1)
-
-    def model(self, ends: Sequence[int]) -> CompiledModel:
-        if self.fixed is not None:
-            return self.fixed
-        return _compiled(script_model_text(self.point.spec, self.phases, ends))
-
-    def comm_model(self, ends: Sequence[int]) -> CompiledModel:
-        return _compiled(script_model_text(self.point.spec, self.phases, ends, with_compute=False))
-
-
-def _app(point: SpecPoint, resources: Resources) -> _App:
-    spec = point.spec
-    ex = spec.execution
-    ds = spec.dataset(spec.primary.dataset)
-    if ex.script is not None:
-        found = tuple(phases(ex.script, spec.counts(), ex.distribution))
-        return _App(None, found, {"n": float(ds.rows)}, point)
-    model = resources.model
-    assert model is not None
-    offered = {
-        "n": float(ds.rows),
-        "iterations": float(ex.iterations or 0),
-        "Size": ds.bytesperunit,
-    }
-    params = {k: v for k, v in offered.items() if model.param(k) is not None}
-    if model.param("n") is None:
-        params["rows"] = float(ds.rows)
-    params.update(ex.params)
-    return _App(model, (), params, point)
-
-
-def _ends(counts: Sequence[int]) -> list[int]:
-    out, total = [], 0
-    for c in counts:
-        total += c
-        out.append(total)
-    return out
 
 
 @dataclass(frozen=True)
@@ -171,7 +104,7 @@ def _chain(
         forecasts[name] = _forecast(cpu(slot), slot, prev, nxt)
         slots.append(s)
     per_segment = Counter(m.slots[s].segment for s in slots)
-    ends = _ends([per_segment.get(k, 0) for k in range(len(m.segments))])
+    ends = ends_of([per_segment.get(k, 0) for k in range(len(m.segments))])
     return _Chain(metas, pipeline.floor_availability(forecasts), slots, ends)
 
 
@@ -201,7 +134,7 @@ class _Round:
 
 
 def _collapsed_round(
-    m: Machine, app: _App, loads: Loads, horizon: float | None, opts: Options, deterministic: bool
+    m: Machine, app: App, loads: Loads, horizon: float | None, opts: Options, deterministic: bool
 ) -> _Round:
     reps = _chain(
         m, [(i, f"s{i}", 0) for i in range(len(m.slots))], lambda s: loads.value(s.load, horizon)
@@ -211,24 +144,15 @@ def _collapsed_round(
     ab = core.linear_host_models(
         model, app.params, inputs, engine=opts.engine, samples=opts.samples, seed=opts.seed
     )
-    dedicated: list[float | None] = [None] * len(ab)
-    if opts.strategy == "static":
-        idle = [replace(x, cpu=Point(1.0)) for x in inputs]
-        dedicated = [float(a.mean()) for a, _ in core.linear_host_models(model, app.params, idle)]
+    dedicated = opts.dedicated(model, app.params, inputs)
     hosts = [
-        scheduler.StochasticHost(f"s{i}.{j}", a, b, 1, reps.metas[i].max_rows, dedicated[i])
+        scheduler.StochasticHost(
+            f"s{i}.{j}", a, b, 1, reps.metas[i].max_rows, dedicated[i] if dedicated else None
+        )
         for i, ((a, b), slot) in enumerate(zip(ab, m.slots, strict=True))
         for j in range(slot.count)
     ]
-    rows = scheduler.schedule_rows(
-        hosts,
-        m.total_rows,
-        opts.strategy,
-        k=opts.k,
-        quantile=opts.quantile,
-        samples=PlanOptions().schedule_samples,
-        seed=opts.seed,
-    )
+    rows = opts.schedule(hosts, m.total_rows)
     split: list[tuple[int, int, int]] = []  # (slot, rows, count)
     for i, slot in enumerate(m.slots):
         got = Counter(rows[f"s{i}.{j}"] for j in range(slot.count))
@@ -276,29 +200,15 @@ def _collapsed_round(
 def _independent(
     m: Machine, split: Sequence[tuple[int, int, int]], times: Sequence[StochasticValue]
 ) -> tuple[list[StochasticValue], list[int]]:
-    """The host times the makespan is the max of, as independent classes with their counts.
-
-    Nodes that share one recorded trace (files assigned round-robin) see the same load: they
-    move together, as in the simulator. So all the strips under one trace count once, by the
-    slowest on average (under one load, the strip with the most rows or the slowest links is
-    the slowest whatever the draw, up to which link is slower). Counting them as independent
-    copies would put the max of thousands of draws in a trace's worst mode, several times the
-    makespan the traces give."""
-    values: list[StochasticValue] = []
-    counts: list[int] = []
-    shared: dict[object, StochasticValue] = {}
-    for (slot, _rows, count), t in zip(split, times, strict=True):
-        key = m.slots[slot].load
-        if key[0] != "trace":
-            values.append(t)
-            counts.append(count)
-        elif key not in shared or t.mean() > shared[key].mean():
-            shared[key] = t
-    return [*values, *shared.values()], [*counts, *([1] * len(shared))]
+    """The host times the makespan is the max of, as independent classes with their counts
+    (:func:`ppe.whatif.iidmax.independent_classes`: the strips under one trace count once)."""
+    return independent_classes(
+        [m.slots[slot].load for slot, _, _ in split], [c for _, _, c in split], times
+    )
 
 
 def _collapsed(
-    m: Machine, app: _App, loads: Loads, opts: Options
+    m: Machine, app: App, loads: Loads, opts: Options
 ) -> tuple[_Round, pipeline.Settled[_Round]]:
     keys = {s.load for s in m.slots}
     deterministic = loads.deterministic(keys)
@@ -314,7 +224,7 @@ def _collapsed(
 # ------------------------------------------------------------------------------- full
 
 
-def _full(m: Machine, app: _App, loads: Loads, opts: Options) -> tuple[_Round, pipeline.PlanResult]:
+def _full(m: Machine, app: App, loads: Loads, opts: Options) -> tuple[_Round, pipeline.PlanResult]:
     order = [(s, m.node_name(k, member), 0) for k, member, s in _slot_of_nodes(m)]
     cache: dict[float | None, _Chain] = {}
 
@@ -342,7 +252,7 @@ def _full(m: Machine, app: _App, loads: Loads, opts: Options) -> tuple[_Round, p
     slot_of = dict(zip((x.name for x in base.metas), base.slots, strict=True))
     if app.script:
         per_seg = Counter(m.slots[slot_of[x.name]].segment for x in active)
-        ends = _ends([per_seg.get(k, 0) for k in range(len(m.segments))])
+        ends = ends_of([per_seg.get(k, 0) for k in range(len(m.segments))])
         comm_pred = core.predict(
             app.comm_model(ends), app.params, inputs, [result.rows[x.name] for x in active]
         )
@@ -370,8 +280,7 @@ def _full(m: Machine, app: _App, loads: Loads, opts: Options) -> tuple[_Round, p
 
 
 def _slot_of_nodes(m: Machine) -> list[tuple[int, int, int]]:
-    index = {id(s): i for i, s in enumerate(m.slots)}
-    return [(k, member, index[id(slot)]) for k, member, slot in m.chain()]
+    return list(m.chain())
 
 
 # ---------------------------------------------------------------------------- answer
@@ -379,27 +288,19 @@ def _slot_of_nodes(m: Machine) -> list[tuple[int, int, int]]:
 
 def _breakdown(m: Machine, r: _Round) -> tuple[NodesetResult, ...]:
     span = r.makespan.mean()
-    out = []
-    for k, seg in enumerate(m.segments):
-        mine = [c for c in r.classes if m.slots[c.slot].segment == k]
-        nodes = sum(c.count for c in mine)
-        time = sum(c.count * c.time.mean() for c in mine) / nodes
-        comm = sum(c.count * c.comm for c in mine) / nodes
-        out.append(
-            NodesetResult(
-                seg.nodeset.name,
-                nodes,
-                seg.benchmark,
-                sum(c.count * c.rows for c in mine),
-                min(c.rows for c in mine),
-                max(c.rows for c in mine),
-                time,
-                time - comm,
-                comm,
-                span - time,
-            )
+    return tuple(
+        nodeset_result(
+            seg.nodeset.name,
+            seg.benchmark,
+            [
+                (c.count, c.rows, c.time.mean(), c.comm)
+                for c in r.classes
+                if m.slots[c.slot].segment == k
+            ],
+            span,
         )
-    return tuple(out)
+        for k, seg in enumerate(m.segments)
+    )
 
 
 def evaluate_point(
@@ -416,13 +317,16 @@ def plan_point(
     now: float | None = None,
 ) -> tuple[PointResult, tuple[int, ...]]:
     """The analytic prediction of one point and the rows it placed on every node (chain
-    order). ``now``: traces are forecast from that time (their samples before it only; the
+    order; for block2dim and block3dim, :mod:`ppe.whatif.blockeval`, each node's elements).
+    ``now``: traces are forecast from that time (their samples before it only; the
     simulated path plans each start time so); default just after their last sample."""
     opts = options or Options()
     where = ", ".join(f"{k} = {v}" for k, v in point.values)
+    if point.spec.primary.type != "block1dim":
+        return _plan_blocks(point, resources, opts, where, now)
     try:
         m = build_machine(point.spec, resources)
-        app = _app(point, resources)
+        app = app_of(point, resources)
         loads = Loads(resources, now)
         path = "collapsed"
         try:
@@ -436,9 +340,7 @@ def plan_point(
             horizon, rounds = res.horizon_s, res.rounds
     except (ValueError, scheduler.Infeasible) as exc:  # ModelError, ParameterError are ValueErrors
         raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
-    notes = list(m.notes)
-    if r.floored:
-        notes.append(f"{len(r.floored)} host class(es) planned at the CPU floor {core.CPU_FLOOR:g}")
+    notes = [*m.notes, *_floored_notes(r.floored)]
     result = PointResult(
         point.values,
         r.makespan,
@@ -455,13 +357,46 @@ def plan_point(
     return result, r.rows
 
 
+def _floored_notes(floored: Sequence[str]) -> list[str]:
+    if not floored:
+        return []
+    return [f"{len(floored)} host class(es) planned at the CPU floor {core.CPU_FLOOR:g}"]
+
+
+def _plan_blocks(
+    point: SpecPoint, resources: Resources, opts: Options, where: str, now: float | None
+) -> tuple[PointResult, tuple[int, ...]]:
+    """A block2dim or block3dim point (:mod:`ppe.whatif.blockeval`); its "rows" are each
+    node's elements."""
+    try:
+        m = build_machine(point.spec, resources)
+        r, settled = evaluate_blocks(m, app_of(point, resources), Loads(resources, now), opts)
+    except (ValueError, scheduler.Infeasible) as exc:
+        raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
+    result = PointResult(
+        point.values,
+        r.makespan,
+        opts.confidence,
+        block_breakdown(m, r),
+        r.engine,
+        "blocks",
+        m.hosts,
+        len(r.classes),
+        settled.horizon_s,
+        settled.rounds,
+        tuple([*m.notes, *block_notes(r), *_floored_notes(r.floored)]),
+        r.grid,
+    )
+    return result, r.rows
+
+
 def model_text(point: SpecPoint, resources: Resources) -> str | None:
     """A script's generated grammar over the point's full chain (None for a grammar model)."""
-    app = _app(point, resources)
+    app = app_of(point, resources)
     if app.fixed is not None:
         return None
     counts = [point.spec.nodeset(n).number for n in point.spec.primary.nodesets]
-    return script_model_text(point.spec, app.phases, _ends(counts))
+    return script_model_text(point.spec, app.phases, ends_of(counts))
 
 
 def evaluate(
@@ -496,7 +431,7 @@ def _point_task(
     """A worker's point: the compiled model rebuilt from its text (a pickled copy loses what
     the engines key on by identity), then the point as :func:`evaluate_point` answers it."""
     if model is not None:
-        resources = replace(resources, model=_compiled(model))
+        resources = replace(resources, model=compiled(model))
     return evaluate_point(point, resources, options)
 
 

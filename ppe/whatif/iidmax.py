@@ -25,6 +25,8 @@ import numpy.typing as npt
 from ppe.core.montecarlo import Space
 from ppe.core.stochastic import StochasticValue
 
+__all__ = ["IidMax", "independent_classes", "on_trace"]
+
 FloatArray = npt.NDArray[np.float64]
 
 #: Probability left out at each end of the tabulation.
@@ -157,3 +159,33 @@ class IidMax(StochasticValue):
 
     def _draw(self, space: Space) -> FloatArray:
         return space.leaf(self.uid, lambda rng, n: self._rvs(n, rng))
+
+
+def on_trace(key: object) -> bool:
+    """Whether a load key (``machine.load_key``) is a recorded trace, which every node
+    assigned to it shares (those nodes move together)."""
+    return isinstance(key, tuple) and bool(key) and key[0] == "trace"
+
+
+def independent_classes(
+    keys: Sequence[object], counts: Sequence[int], times: Sequence[StochasticValue]
+) -> tuple[list[StochasticValue], list[int]]:
+    """The host times the makespan is the max of, as independent classes with their counts;
+    ``keys[j]`` is class j's load (``machine.load_key``).
+
+    Nodes that share one recorded trace (files assigned round-robin) see the same load: they
+    move together, as in the simulator. So all the hosts under one trace count once, by the
+    slowest on average (under one load, the host with the most work or the slowest links is
+    the slowest whatever the draw, up to which link is slower). Counting them as independent
+    copies would put the max of thousands of draws in a trace's worst mode, several times the
+    makespan the traces give."""
+    values: list[StochasticValue] = []
+    out_counts: list[int] = []
+    shared: dict[object, StochasticValue] = {}
+    for key, count, t in zip(keys, counts, times, strict=True):
+        if not on_trace(key):
+            values.append(t)
+            out_counts.append(count)
+        elif key not in shared or t.mean() > shared[key].mean():
+            shared[key] = t
+    return [*values, *shared.values()], [*out_counts, *([1] * len(shared))]

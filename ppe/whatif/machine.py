@@ -106,12 +106,12 @@ class Machine:
     def node_name(self, segment: int, member: int) -> str:
         return f"{self.segments[segment].nodeset.name}[{member}]"
 
-    def chain(self) -> Iterator[tuple[int, int, Slot]]:
-        """(segment, member, slot) for every node in chain order."""
-        of: dict[tuple[int, int], Slot] = {}
-        for slot in self.slots:
+    def chain(self) -> Iterator[tuple[int, int, int]]:
+        """(segment, member, slot index) for every node in chain order."""
+        of: dict[tuple[int, int], int] = {}
+        for i, slot in enumerate(self.slots):
             for m in slot.members:
-                of[(slot.segment, m)] = slot
+                of[(slot.segment, m)] = i
         for k, seg in enumerate(self.segments):
             for m in range(seg.nodeset.number):
                 yield k, m, of[(k, m)]
@@ -337,7 +337,8 @@ def build_machine(spec: Spec, resources: Resources) -> Machine:
         segments.append(Segment(ns, start, bench, max_rows, inside[k], after[k]))
         start += ns.number
     slots = _slots(segments)
-    notes.extend(_latency_notes(slots, segments))
+    if dist.type == "block1dim":  # blocks note their own (ppe.whatif.blockeval)
+        notes.extend(_latency_notes(slots, segments))
     if spec.execution.script is None and any(s.nodeset.ports > 1 for s in segments):
         notes.append("ports: only scripts overlap messages; the grammar models send one at a time")
     return Machine(spec, tuple(segments), tuple(slots), ds.rows, tuple(dict.fromkeys(notes)))

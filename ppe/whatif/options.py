@@ -3,10 +3,13 @@ flags, the API's)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+import scheduler
+from ppe.core import CompiledModel, HostInputs
 from ppe.executors import Executor, check_executor, one_thread, worker_count
-from ppe.pipeline import PlanOptions
+from ppe.pipeline import PlanOptions, dedicated_row_times
 
 __all__ = ["Options", "Spread"]
 
@@ -36,6 +39,26 @@ class Options:
             engine=self.engine,
             seed=self.seed,
             max_rounds=1 if static else PlanOptions().max_rounds,
+        )
+
+    def dedicated(
+        self, model: CompiledModel, params: Mapping[str, float], inputs: list[HostInputs]
+    ) -> list[float] | None:
+        """Each host's time per row when idle, which only ``static`` reads (else None)."""
+        if self.strategy != "static":
+            return None
+        return dedicated_row_times(model, params, inputs)
+
+    def schedule(self, hosts: Sequence[scheduler.StochasticHost], total: int) -> dict[str, int]:
+        """The point's strategy over ``hosts`` (the pipeline's scheduling sample count)."""
+        return scheduler.schedule_rows(
+            list(hosts),
+            total,
+            self.strategy,
+            k=self.k,
+            quantile=self.quantile,
+            samples=PlanOptions().schedule_samples,
+            seed=self.seed,
         )
 
 

@@ -11,7 +11,7 @@ from typing import Any
 from ppe.core import StochasticValue
 from ppe.whatif.options import Options
 
-__all__ = ["NodesetResult", "PointResult", "Report", "format_table"]
+__all__ = ["NodesetResult", "PointResult", "Report", "format_table", "nodeset_result"]
 
 
 @dataclass(frozen=True)
@@ -43,11 +43,35 @@ class NodesetResult:
         }
 
 
+def nodeset_result(
+    name: str, benchmark: float, parts: Sequence[tuple[int, int, float, float]], span: float
+) -> NodesetResult:
+    """One nodeset's share from its classes of nodes, each ``(count, rows, mean time, mean
+    communication)``: means over its nodes; ``waiting`` is the makespan's mean ``span`` minus
+    a node's time (at synchronisations and at the end)."""
+    nodes = sum(c for c, _, _, _ in parts)
+    time = sum(c * t for c, _, t, _ in parts) / nodes
+    comm = sum(c * q for c, _, _, q in parts) / nodes
+    return NodesetResult(
+        name,
+        nodes,
+        benchmark,
+        sum(c * r for c, r, _, _ in parts),
+        min(r for _, r, _, _ in parts),
+        max(r for _, r, _, _ in parts),
+        time,
+        time - comm,
+        comm,
+        span - time,
+    )
+
+
 @dataclass(frozen=True)
 class PointResult:
     """The prediction of one point: the makespan (a stochastic value), per-nodeset breakdown,
-    and how it was computed (``path``: "collapsed" or "full"; ``classes``: distinct host
-    classes predicted)."""
+    and how it was computed (``path``: "collapsed", "full" or "blocks"; ``classes``: distinct
+    host classes predicted). ``process_grid``: a block2dim or block3dim point's ranks per
+    split axis (empty for strips); its nodesets' ``rows`` then count elements."""
 
     values: tuple[tuple[str, Any], ...]
     makespan: StochasticValue
@@ -60,6 +84,7 @@ class PointResult:
     horizon_s: float | None
     rounds: int
     notes: tuple[str, ...] = ()
+    process_grid: tuple[int, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -73,6 +98,7 @@ class PointResult:
             "horizon_s": self.horizon_s,
             "rounds": self.rounds,
             "notes": list(self.notes),
+            "process_grid": list(self.process_grid) or None,
         }
 
 
@@ -120,8 +146,9 @@ def table_rows(report: Report) -> tuple[list[str], list[list[str]]]:
     conf = f"{report.options.confidence:.0%}"
     head = [*report.axes, "mean s", f"{conf} interval s"]
     names = nodeset_names([p.nodesets for p in report.points])
+    held = "elements" if any(p.process_grid for p in report.points) else "rows"
     for name in names:
-        head += [f"{name} rows/node", f"{name} compute/comm/wait s"]
+        head += [f"{name} {held}/node", f"{name} compute/comm/wait s"]
     rows = []
     for p in report.points:
         lo, hi = p.makespan.interval(report.options.confidence)

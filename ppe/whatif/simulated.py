@@ -197,7 +197,11 @@ def check_simulable(point: SpecPoint) -> None:
             "evaluated analytically only"
         )
     if point.spec.primary.type != "block1dim":
-        raise WhatIfError("--simulate evaluates block1dim distributions only")
+        raise WhatIfError(
+            f"--simulate evaluates block1dim distributions only; "
+            f"{point.spec.primary.name!r} is {point.spec.primary.type}: evaluate it without "
+            "--simulate (the analytic path)"
+        )
     for name in point.spec.primary.nodesets:
         ns = point.spec.nodeset(name)
         if ns.load.kind == "forecasts":
@@ -259,7 +263,8 @@ def _layout(m: Machine, traces: Sequence[str]) -> _Layout:
     lat: list[float] = []
     draws: list[tuple[object, ...]] = []
     variation: list[float] = []
-    for k, member, slot in m.chain():
+    for k, member, s in m.chain():
+        slot = m.slots[s]
         ns = m.segments[k].nodeset
         key = load_key(ns, member)
         seg.append(k)

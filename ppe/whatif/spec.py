@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ppe.pipeline import DEFAULT_LINK
+from ppe.whatif.blocks import adjacent, grid_text, process_grid
 from ppe.whatif.locate import Locator, Path, Position
 from ppe.whatif.script import MAX_RUNS, Move, Repeat, Script, ScriptError, Send, Use, parse_script
 from ppe.whatif.script import phases as script_phases
@@ -1118,13 +1119,8 @@ class _Builder:
         dist = spec.primary
         ds = spec.dataset(dist.dataset)
         ex = spec.execution
-        path: Path = ("distribution", dist.index)
         if dist.type != "block1dim":
-            self.p.add(
-                (*path, "type"),
-                f"distribution {dist.name!r} is {dist.type}: this version evaluates block1dim "
-                "(strips of rows) only",
-            )
+            self.check_blocks(spec, dist, ds)
             return
         if ex.builtin and (ds.type != "grid2dim" or ds.size[0] != ds.size[1]):
             self.p.add(
@@ -1138,6 +1134,50 @@ class _Builder:
             halo = self.check_script(spec, ex.script)
         if halo:
             self.check_links(spec, dist)
+        self.check_speeds(spec, dist, ds)
+
+    def check_blocks(self, spec: Spec, dist: Distribution, ds: Dataset) -> None:
+        """A block2dim or block3dim distribution: a built-in model, a process grid that gives
+        every node an element per split axis, memory for an element, links for every two
+        nodesets whose blocks may touch."""
+        ex = spec.execution
+        if ex.script is not None:
+            self.p.add(
+                ("execution", "script"),
+                f"distribution {dist.name!r} is {dist.type}: scripts run on block1dim strips; "
+                "block distributions evaluate the built-in models (model = "
+                + " or ".join(f'"{m}"' for m in BUILTIN_MODELS)
+                + ")",
+            )
+        elif not ex.builtin:
+            self.p.add(
+                ("execution", "model"),
+                f"distribution {dist.name!r} is {dist.type}: a grammar file places rows on a "
+                f"chain; block distributions evaluate the built-in models "
+                f"({', '.join(BUILTIN_MODELS)})",
+            )
+        chain = [name for name in dist.nodesets for _ in range(spec.nodeset(name).number)]
+        dims = DISTRIBUTION_TYPES[dist.type]
+        grid = process_grid(len(chain), ds.size, dims)
+        if grid is None:
+            self.p.add(
+                ("distribution", dist.index, "nodeset"),
+                f"distribution {dist.name!r} spreads dataset {ds.name!r} "
+                f"({grid_text(ds.size)}) over {len(chain)} nodes: no process grid "
+                f"of {dims} axes gives every node at least one element per axis; the nodeset "
+                "is too large for the dataset (or the dataset too small)",
+            )
+        for name in dist.nodesets:
+            ns = spec.nodeset(name)
+            if ns.grainsize is not None and ns.grainsize < ds.bytesperunit:
+                self.p.add(
+                    ("nodeset", ns.index, "grainsize"),
+                    f"a node of {ns.name!r} holds {ns.grainsize:g} bytes, less than one element "
+                    f"of {ds.name!r} ({ds.bytesperunit:g} bytes)",
+                )
+        self.check_capacity(spec, dist, ds)
+        if grid is not None:
+            self.check_links(spec, dist, _touching(chain, grid), grid_text(grid))
         self.check_speeds(spec, dist, ds)
 
     def check_nodes(self, spec: Spec, dist: Distribution, ds: Dataset) -> None:
@@ -1158,6 +1198,11 @@ class _Builder:
                     f"a node of {ns.name!r} holds {ns.grainsize:g} bytes, less than one row of "
                     f"{ds.name!r} ({ds.row_bytes:g} bytes)",
                 )
+        self.check_capacity(spec, dist, ds)
+
+    def check_capacity(self, spec: Spec, dist: Distribution, ds: Dataset) -> None:
+        members = [spec.nodeset(n) for n in dist.nodesets]
+        path: Path = ("distribution", dist.index, "nodeset")
         if all(ns.grainsize is not None for ns in members):
             capacity = sum(ns.number * (ns.grainsize or 0.0) for ns in members)
             if capacity < ds.total_bytes:
@@ -1167,7 +1212,15 @@ class _Builder:
                     f"{ds.name!r} ({ds.total_bytes:g} bytes): too small for the dataset",
                 )
 
-    def check_links(self, spec: Spec, dist: Distribution) -> None:
+    def check_links(
+        self,
+        spec: Spec,
+        dist: Distribution,
+        pairs: Sequence[tuple[str, str]] | None = None,
+        grid: str | None = None,
+    ) -> None:
+        """Links across each nodeset of several nodes and between the nodesets whose nodes
+        exchange: ``pairs`` (default: consecutive in the chain, as strips)."""
         path: Path = ("distribution", dist.index, "nodeset")
         for name in dist.nodesets:
             ns = spec.nodeset(name)
@@ -1196,12 +1249,17 @@ class _Builder:
                         f"a {ls.topology} over the {ns.number} nodes of {name!r} needs {need} "
                         f"links; linkset {ls.name!r} has {ls.number}",
                     )
-        for a, b in itertools.pairwise(dist.nodesets):
+        for a, b in itertools.pairwise(dist.nodesets) if pairs is None else pairs:
             joining = [ls for ls in spec.linksets if ls.joins(a, b)]
+            why = (
+                "the strips cross from one to the other"
+                if grid is None
+                else f"their blocks may touch in the {grid} process grid"
+            )
             if not joining:
                 self.p.add(
                     path,
-                    f"no linkset joins {a!r} and {b!r}: the strips cross from one to the other "
+                    f"no linkset joins {a!r} and {b!r}: {why} "
                     f"(add [[linkset]] with updown = [{a!r}, {b!r}])",
                 )
             elif len(joining) > 1:
@@ -1334,6 +1392,19 @@ class _Builder:
                 f"bytes, less than dataset {ds.name!r} ({ds.total_bytes:g} bytes)",
                 pos,
             )
+
+
+def _touching(chain: Sequence[str], grid: Sequence[int]) -> list[tuple[str, str]]:
+    """Pairs of different nodesets (chain order, each once) with nodes whose blocks may touch
+    in ``grid`` (``chain``: each node's nodeset, in chain order)."""
+    first = {name: i for i, name in reversed(list(enumerate(chain)))}
+    out: set[tuple[str, str]] = set()
+    for adj in adjacent(grid):
+        for a in {chain[i] for i in adj.a}:
+            for b in {chain[j] for j in adj.b}:
+                if a != b:
+                    out.add((a, b) if first[a] < first[b] else (b, a))
+    return sorted(out, key=lambda p: (first[p[0]], first[p[1]]))
 
 
 def _script_position(start: Position | None, line: int, column: int) -> Position | None:

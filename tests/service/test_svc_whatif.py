@@ -185,6 +185,25 @@ def test_a_small_spec_on_registered_hosts_is_answered_at_once(fed: Env) -> None:
     assert jobs(fed) == []  # nothing stored for an answer given at once
 
 
+def test_a_block2dim_spec_is_answered_with_its_process_grid(env: Env) -> None:
+    """The service evaluates block distributions as the CLI does: the report's
+    process_grid, elements per node; and the same checks (422 at the distribution)."""
+    spec = SWEEP.replace("number = [32, 64, 128]", "number = 16").replace(
+        'type = "block1dim"', 'type = "block2dim"'
+    )
+    r = post(env, spec)
+    assert r.status_code == 200, r.text
+    (point,) = r.json()["report"]["points"]
+    assert point["process_grid"] == [4, 4] and point["path"] == "blocks"
+    assert sum(ns["rows"] for ns in point["nodesets"]) == 2000 * 2000
+    assert any("process grid 4 x 4" in n for n in point["notes"])
+    r = post(env, spec.replace("size = 2000", "size = [3, 3]"))
+    assert r.status_code == 422, r.text
+    (problem,) = r.json()["detail"]
+    assert problem["field"] == "distribution[0].nodeset" and "no process grid" in problem["reason"]
+    assert jobs(env) == []
+
+
 def test_a_profile_by_host_name_reads_the_newest_stored_profile(fed: Env) -> None:
     from tests.service.test_svc_pmac import post_profile, synthetic_profile
 
