@@ -4,7 +4,8 @@ set lies in the private caches, the last-level cache and DRAM; then the same wit
 sharing the machine (two processes, each sweeping its half of the rows at the same time).
 
 Steps: measure (or read) a profile with the probe; time the real kernel (CPU seconds per
-element per iteration, ``time.process_time``, median of ``--reps``); convolve the shipped
+element per iteration, ``time.process_time``, the median of ``--reps`` rounds over all the
+sizes, as the probe measures); convolve the shipped
 ``sor`` signature with overlap ``none``, ``full`` and a ``fraction`` fitted on a *different*
 kernel, the numpy Jacobi sweep of the ``jacobi2d`` signature, measured at the same sizes.
 The load average is printed before and after (other engineers share the 2 cores).
@@ -197,8 +198,9 @@ def main() -> None:
     for r in rows:
         if r["notes"]:
             print(f"  n={r['n']}: {r['notes']}")
-    print(within([(r["fitted"], r["measured"]) for r in rows]))
-    print(ranking({r["n"]: (r["measured"], r["fitted"]) for r in rows}))
+    for key in ("full", "fitted"):
+        print(f"{key}: " + within([(r[key], r["measured"]) for r in rows]))
+        print(f"{key}: " + ranking({r["n"]: (r["measured"], r[key]) for r in rows}))
     print("\nJacobi sweep (the jacobi2d signature; the kernel the overlap was fitted on)")
     print("| n | measured | predicted full (err) |")
     print("|---|---|---|")
@@ -206,19 +208,24 @@ def main() -> None:
         j, jp = r["jacobi"], r["jpred"]
         print(f"| {r['n']} | {j * 1e9:.2f} | {jp * 1e9:.2f} ({err(jp, j)}) |")
     print("\n2 ranks sharing the host (each sweeps n/2 rows at once; compute only)")
-    print("| n | measured per rank (spread) | predicted x2 curves, fitted f (err) |")
-    print("|---|---|---|")
-    pairs2: dict[int, tuple[float, float]] = {}
+    print("| n | measured per rank (spread) | predicted x2 curves, full (err) | fitted f (err) |")
+    print("|---|---|---|---|")
+    pairs2: dict[str, dict[int, tuple[float, float]]] = {"full": {}, "fitted": {}}
     for n in sizes:
         meas2 = statistics.median(two[n])
-        c2 = convolve(
-            sor, profile, {"n": n, "rows": n // 2}, overlap="fraction", fraction=f, ranks_per_host=2
+        params = {"n": n, "rows": n // 2}
+        full = convolve(sor, profile, params, ranks_per_host=2).per_unit.mean()
+        fitted = convolve(
+            sor, profile, params, overlap="fraction", fraction=f, ranks_per_host=2
+        ).per_unit.mean()
+        pairs2["full"][n], pairs2["fitted"][n] = (meas2, full), (meas2, fitted)
+        print(
+            f"| {n} | {meas2 * 1e9:.2f} ({spread(two[n])}) | {full * 1e9:.2f} ({err(full, meas2)}) "
+            f"| {fitted * 1e9:.2f} ({err(fitted, meas2)}) |"
         )
-        p2 = c2.per_unit.mean()
-        pairs2[n] = (meas2, p2)
-        print(f"| {n} | {meas2 * 1e9:.2f} ({spread(two[n])}) | {p2 * 1e9:.2f} ({err(p2, meas2)}) |")
-    print(within([(p, m) for m, p in pairs2.values()]))
-    print(ranking(pairs2))
+    for key, by_n in pairs2.items():
+        print(f"{key}: " + within([(p, m) for m, p in by_n.values()]))
+        print(f"{key}: " + ranking(by_n))
     print(f"\nload average after: {os.getloadavg()}")
     if args.save_measurements:
         args.save_measurements.write_text(json.dumps(measured, indent=1))
