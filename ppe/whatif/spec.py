@@ -1167,18 +1167,24 @@ class _Builder:
                 f"of {dims} axes gives every node at least one element per axis; the nodeset "
                 "is too large for the dataset (or the dataset too small)",
             )
-        for name in dist.nodesets:
-            ns = spec.nodeset(name)
-            if ns.grainsize is not None and ns.grainsize < ds.bytesperunit:
-                self.p.add(
-                    ("nodeset", ns.index, "grainsize"),
-                    f"a node of {ns.name!r} holds {ns.grainsize:g} bytes, less than one element "
-                    f"of {ds.name!r} ({ds.bytesperunit:g} bytes)",
-                )
+        self.check_grains(spec, dist, ds, "element", ds.bytesperunit)
         self.check_capacity(spec, dist, ds)
         if grid is not None:
             self.check_links(spec, dist, _touching(chain, grid), grid_text(grid))
         self.check_speeds(spec, dist, ds)
+
+    def check_grains(
+        self, spec: Spec, dist: Distribution, ds: Dataset, unit: str, need: float
+    ) -> None:
+        """Every node must hold at least one ``unit`` (``need`` bytes) of the dataset."""
+        for name in dist.nodesets:
+            ns = spec.nodeset(name)
+            if ns.grainsize is not None and ns.grainsize < need:
+                self.p.add(
+                    ("nodeset", ns.index, "grainsize"),
+                    f"a node of {ns.name!r} holds {ns.grainsize:g} bytes, less than one {unit} "
+                    f"of {ds.name!r} ({need:g} bytes)",
+                )
 
     def check_nodes(self, spec: Spec, dist: Distribution, ds: Dataset) -> None:
         nodes = sum(spec.nodeset(n).number for n in dist.nodesets)
@@ -1190,14 +1196,7 @@ class _Builder:
                 f"{nodes} nodes: more nodes than rows; the nodeset is too large for the dataset "
                 "(or the dataset too small)",
             )
-        members = [spec.nodeset(n) for n in dist.nodesets]
-        for ns in members:
-            if ns.grainsize is not None and ns.grainsize < ds.row_bytes:
-                self.p.add(
-                    ("nodeset", ns.index, "grainsize"),
-                    f"a node of {ns.name!r} holds {ns.grainsize:g} bytes, less than one row of "
-                    f"{ds.name!r} ({ds.row_bytes:g} bytes)",
-                )
+        self.check_grains(spec, dist, ds, "row", ds.row_bytes)
         self.check_capacity(spec, dist, ds)
 
     def check_capacity(self, spec: Spec, dist: Distribution, ds: Dataset) -> None:

@@ -35,7 +35,7 @@ LOAD_AFTER_S = 2.0
 #: ppe/malloc.py): half-sweeps of several ms, long against the time slices the loaded rank
 #: gets, so its time is its compute. With the heap kept, a 1000 x 1000 half-sweep takes about
 #: 1 ms, and waiting for the loaded rank's slice at every halo exchange dominated both runs.
-ATTEMPTS = 3
+ATTEMPTS = 4
 
 
 def spin_on(core: int) -> subprocess.Popen[bytes]:
@@ -110,13 +110,23 @@ def run_loaded(sensed: Sensed, hosts: tuple[str, str], replan: bool) -> dict[str
         )
     assert done.returncode == 0, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    return dict(json.loads(lines[-1]))
+    summary = dict(json.loads(lines[-1]))
+    if summary.get("schedule_id") is not None:  # the plan the run started from, for a failure
+        got = httpx.get(
+            f"{sensed.url}/api/v1/schedules/{summary['schedule_id']}",
+            headers={"Authorization": f"Bearer {sensed.admin}"},
+            timeout=10,
+        )
+        print(f"schedule {summary['schedule_id']}: {got.text[:1500]}")
+    return summary
 
 
 def balanced_start(run: dict[str, Any], tolerance: float = 0.15) -> bool:
     """Whether the run planned on cores equally free: other work on this shared machine that
-    loads a core when a run plans makes that run start around it, and the two runs are then
-    no longer the same run with and without re-planning."""
+    loads a core when a run plans makes that run start around it, and so does a forecast
+    from a new sensor's few samples when one of them was an outlier (seen: availability
+    0.95 +/- 0.75, and 77 of 1000 rows for that host); the two runs are then no longer the
+    same run with and without re-planning."""
     rows = run["initial_rows"]
     even = sum(rows) / len(rows)
     return all(abs(r - even) <= tolerance * even for r in rows)
@@ -130,10 +140,17 @@ def test_a_run_that_replans_moves_rows_off_a_loaded_core_and_finishes_sooner(
         stays = run_loaded(server, (f"a{attempt}0", f"a{attempt}1"), replan=False)
         moves = run_loaded(server, (f"b{attempt}0", f"b{attempt}1"), replan=True)
         pairs.append([moves, stays])
-        if balanced_start(stays) and balanced_start(moves):
+        # shown with a failure (pytest prints captured output): how each attempt started
+        print(f"attempt {attempt}: initial rows {stays['initial_rows']} (stays), "
+              f"{moves['initial_rows']} (moves)")  # fmt: skip
+        if balanced_start(stays) and balanced_start(moves) and moves["replans"] > 0:
             break
     else:
-        pytest.fail(f"other work loaded a core whenever a run planned: {json.dumps(pairs)}")
+        pytest.fail(
+            "no attempt started from an even plan that the loaded run then fell behind (a "
+            "core loaded at plan time, or a host whose few CPU samples gave a forecast so "
+            f"wide that it got few rows: see each plan printed above): {json.dumps(pairs)}"
+        )
     summary = json.dumps([moves, stays])
     assert stays["checksum_ok"] is not False and moves["checksum_ok"] is not False
     assert stays["migrations"] == 0

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TypeVar
 
+import numpy as np
+
 from ppe.pmac import MachineProfile
 from ppe.whatif import LoadTrace, RegisteredHost, ResolveError, WhatIf, parse_spec
 
@@ -190,3 +192,19 @@ class MemoryResolver:
 
 def parse(text: str) -> WhatIf:
     return parse_spec(text, "test.toml")
+
+
+#: Two recorded loads (two weeks at 5 min, around 0.7) and the spec's load naming them.
+TWO_TRACES_LOAD = '{kind = "traces", files = ["t0.csv", "t1.csv"]}'
+
+
+def two_traces() -> dict[str, LoadTrace]:
+    """The traces TWO_TRACES_LOAD names, the same each call (seeded)."""
+    rng = np.random.default_rng(3)
+    ts = np.arange(0.0, 14 * 86400.0, 300.0)
+    return {
+        f"t{i}.csv": LoadTrace(
+            f"t{i}", ts, np.clip(0.7 + 0.1 * rng.standard_normal(ts.size), 0.05, 1.0)
+        )
+        for i in range(2)
+    }

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import math
 
-import numpy as np
 import pytest
 
 from ppe import pipeline
@@ -15,7 +14,6 @@ from ppe.core import Normal, Point
 from ppe.pipeline import HostForecasts, HostMeta, PlanOptions
 from ppe.pmac import builtin_signature, convolve
 from ppe.whatif import (
-    LoadTrace,
     Options,
     RegisteredHost,
     WhatIfError,
@@ -24,7 +22,15 @@ from ppe.whatif import (
 )
 
 from ..pmac.conftest import curve, hand_profile
-from .conftest import SOR_SCRIPT, MemoryResolver, cluster, parse, two_nodesets
+from .conftest import (
+    SOR_SCRIPT,
+    TWO_TRACES_LOAD,
+    MemoryResolver,
+    cluster,
+    parse,
+    two_nodesets,
+    two_traces,
+)
 
 
 def run(text: str, resolver: MemoryResolver | None = None, **options: object):  # type: ignore[no-untyped-def]
@@ -322,15 +328,7 @@ def test_members_sharing_a_machine_read_the_profiles_sharing_curves() -> None:
 
 
 def test_trace_loads_use_the_forecaster_and_the_horizon_loop() -> None:
-    rng = np.random.default_rng(3)
-    ts = np.arange(0.0, 14 * 86400.0, 300.0)
-    traces = {
-        f"t{i}.csv": LoadTrace(
-            f"t{i}", ts, np.clip(0.7 + 0.1 * rng.standard_normal(ts.size), 0.05, 1.0)
-        )
-        for i in range(2)
-    }
-    load = '{kind = "traces", files = ["t0.csv", "t1.csv"]}'
+    traces, load = two_traces(), TWO_TRACES_LOAD
     point = run(
         cluster(number=6, load=load, n=6000, iterations=200), MemoryResolver(traces=traces)
     ).points[0]

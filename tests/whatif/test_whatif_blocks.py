@@ -14,7 +14,6 @@ import pytest
 
 from ppe.core.stochastic import Mixture, Normal, Point
 from ppe.whatif import (
-    LoadTrace,
     Options,
     Problem,
     SpecError,
@@ -31,7 +30,15 @@ from ppe.whatif.machine import Loads, build_machine
 from ppe.whatif.report import format_table
 from ppe.whatif.simulated import check_simulable
 
-from .conftest import SOR_SCRIPT, MemoryResolver, cluster, parse, two_nodesets
+from .conftest import (
+    SOR_SCRIPT,
+    TWO_TRACES_LOAD,
+    MemoryResolver,
+    cluster,
+    parse,
+    two_nodesets,
+    two_traces,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -582,15 +589,7 @@ def test_trace_loads_run_the_horizon_loop_and_count_each_trace_once() -> None:
     """Recorded loads: the forecaster at each horizon, as for strips; nodes on one trace move
     together (the max counts each trace once). A prime number of nodes plans block1dim's
     rows and predicts its makespan."""
-    rng = np.random.default_rng(3)
-    ts = np.arange(0.0, 14 * 86400.0, 300.0)
-    traces = {
-        f"t{i}.csv": LoadTrace(
-            f"t{i}", ts, np.clip(0.7 + 0.1 * rng.standard_normal(ts.size), 0.05, 1.0)
-        )
-        for i in range(2)
-    }
-    load = '{kind = "traces", files = ["t0.csv", "t1.csv"]}'
+    traces, load = two_traces(), TWO_TRACES_LOAD
 
     def plan(text: str):  # type: ignore[no-untyped-def]
         w = parse(text)
