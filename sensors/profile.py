@@ -179,9 +179,10 @@ def _warm_up(cfg: ProbeConfig) -> None:
 
 
 def _copy_worker(cfg: ProbeConfig, barrier: Any, queue: Any) -> None:
-    with _one_blas_thread():
-        _warm_up(cfg)
-        queue.put(memory_round(cfg, barrier))
+    """A sharing copy: memory kernels only (no BLAS; the parent's thread limit is inherited
+    through the fork anyway)."""
+    _warm_up(cfg)
+    queue.put(memory_round(cfg, barrier))
 
 
 def sharing_round(cfg: ProbeConfig, copies: int) -> list[dict[Key, Sample]]:
