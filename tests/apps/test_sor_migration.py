@@ -123,10 +123,10 @@ def run_loaded(sensed: Sensed, hosts: tuple[str, str], replan: bool) -> dict[str
 
 def balanced_start(run: dict[str, Any], tolerance: float = 0.15) -> bool:
     """Whether the run planned on cores equally free: other work on this shared machine that
-    loads a core when a run plans makes that run start around it, and so does a forecast
-    from a new sensor's few samples when one of them was an outlier (seen: availability
-    0.95 +/- 0.75, and 77 of 1000 rows for that host); the two runs are then no longer the
-    same run with and without re-planning."""
+    loads a core when a run plans makes that run start around it; the two runs are then no
+    longer the same run with and without re-planning. (A new sensor's few samples with one
+    outlier did it too, availability 0.95 +/- 0.75 and 77 of 1000 rows, until the forecaster
+    capped a widened spread: forecaster.analog.spread_cap.)"""
     rows = run["initial_rows"]
     even = sum(rows) / len(rows)
     return all(abs(r - even) <= tolerance * even for r in rows)

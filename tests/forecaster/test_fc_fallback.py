@@ -2,11 +2,20 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
-from forecaster import CPU_ANALOG, forecast_series
-from forecaster.analog import LEGACY_ANALOG, _episodes, _widening, analog_horizon
+from forecaster import CPU_ANALOG, Distribution, forecast_series
+from forecaster.analog import (
+    LEGACY_ANALOG,
+    _combined,
+    _episodes,
+    _widening,
+    analog_horizon,
+    spread_cap,
+)
 from ppe.traces import Trace
 
 DAY = 86400.0
@@ -96,3 +105,47 @@ def test_episodes_and_widening() -> None:
     assert _widening(4, CPU_ANALOG) == pytest.approx(3.182446 * np.sqrt(1.25) / 1.959964, rel=1e-5)
     assert 1.0 < _widening(200, CPU_ANALOG) < 1.02
     assert _widening(4, LEGACY_ANALOG) == 1.0
+
+
+def test_spread_cap_is_bhatia_davis() -> None:
+    assert spread_cap(0.5, (0.0, 1.0)) == pytest.approx(0.5)
+    assert spread_cap(0.9, (0.0, 1.0)) == pytest.approx(0.3)
+    assert spread_cap(3.0, (2.0, 6.0)) == pytest.approx(np.sqrt(3.0))
+    assert spread_cap(1.2, (0.0, 1.0)) == 0.0  # a mean outside the range: no room at all
+    with pytest.raises(ValueError, match="value_range"):
+        replace(CPU_ANALOG, value_range=(1.0, 0.0))
+
+
+def new_host_with_one_outlier() -> tuple[np.ndarray, np.ndarray]:
+    """A sensor that started eight seconds ago; one of its samples caught other work."""
+    return np.arange(8.0), np.array([1.0, 0.99, 1.0, 0.6, 1.0, 0.98, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("horizon", [20.0, 3600.0, 3 * DAY])
+def test_a_new_hosts_widened_forecast_stays_a_possible_spread(horizon: float) -> None:
+    """With less history than one window the fallback is stretched by the Student-t factor of
+    one window (7.9x); it may be wide, but never wider than any distribution on [0, 1] with
+    that mean can be (it was 0.95 +/- 1.04, and the planner starved the host)."""
+    ts, x = new_host_with_one_outlier()
+    dist = forecast_series(ts, x, now=8.0, horizon_s=horizon).distribution
+    assert dist.fallback == "unconditional" and dist.support == 0
+    assert dist.mean == pytest.approx(float(x.mean()))
+    cap = spread_cap(dist.mean, (0.0, 1.0))
+    assert dist.std == pytest.approx(cap, rel=1e-9)
+    assert dist.std > 1.5 * float(x.std())  # still widened: one short window says little
+    # the same stretch without the cap, as it was
+    loose = forecast_series(
+        ts, x, now=8.0, horizon_s=horizon, analog=replace(CPU_ANALOG, value_range=None)
+    ).distribution
+    assert loose.std > 4 * cap
+
+
+def test_a_cap_keeps_the_spread_between_modes() -> None:
+    """Only the components' own spread shrinks: two clipped modes keep their means and weights."""
+    parts = [(1.0, Distribution("mixture", [(0.5, 0.1, 0.2), (0.5, 0.9, 0.2)], 0.5, 0.45, True, 9))]
+    out = _combined(parts, 3.0, (0.1, 0.9), 0, "unconditional", CPU_ANALOG)
+    assert [c[1] for c in out.components] == pytest.approx([0.1, 0.9])
+    assert [c[0] for c in out.components] == pytest.approx([0.5, 0.5])
+    assert out.std == pytest.approx(spread_cap(0.5, (0.0, 1.0)))
+    within = np.sqrt(np.mean([c[2] ** 2 for c in out.components]))
+    assert within == pytest.approx(np.sqrt(0.25 - 0.16))

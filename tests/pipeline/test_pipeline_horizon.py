@@ -6,7 +6,14 @@ from __future__ import annotations
 import numpy as np
 
 from ppe.core import HostInputs, Normal, Prediction, predict
-from ppe.pipeline import run_length, settle_horizon
+from ppe.pipeline import (
+    HistoryForecasts,
+    HostMeta,
+    SeriesHistory,
+    plan,
+    run_length,
+    settle_horizon,
+)
 
 
 def hosts(k: int, cv: float) -> list[HostInputs]:
@@ -40,3 +47,24 @@ def test_horizon_loop_settles_on_core_predictions() -> None:
     assert calls[0] is None and [h for h, _ in out.history] == calls
     stuck = settle_horizon(step, 1.0, tol=1e-12, max_iter=2)
     assert not stuck.converged and stuck.rounds == 2
+
+
+def test_a_new_host_with_one_outlier_is_not_starved() -> None:
+    """Two new sensors, eight one-second samples each; one sample of host a caught other work
+    (0.6). The run lasts longer than either history, so both fall back to a widened
+    forecast. Before the spread cap, a's availability was 0.95 +/- 1.04 and `mean` gave it 47
+    of 1000 rows; its mean is 5 % below b's, so its share may be somewhat smaller, not 20x."""
+    ts = np.arange(8.0)
+    quiet = np.array([1.0, 0.99, 1.0, 1.0, 1.0, 0.98, 1.0, 1.0])
+    outlier = quiet.copy()
+    outlier[3] = 0.6
+    fc = HistoryForecasts(
+        {"a": SeriesHistory(ts, outlier), "b": SeriesHistory(ts, quiet)},
+        8.0,
+        bandwidth=1.25e8,
+        latency=5e-4,
+    )
+    hosts = [HostMeta("a", 1e-8), HostMeta("b", 1e-8)]
+    got = plan("sor", {"n": 1000, "iterations": 2000}, hosts, fc, "mean")
+    assert got.horizon_s is not None and got.horizon_s > 8.0  # the widened fallback was used
+    assert 0.85 * 500 <= got.rows["a"] < got.rows["b"]
