@@ -10,6 +10,9 @@ models, the scheduler over every node, the prediction and the makespan):
 * ``two nodesets``: 3072 fast nodes with normal load and 1024 slow ones with a bimodal
   mixture, joined by a slower bridge;
 * ``script``: the ``normal`` machine running a PetaSIM-style SOR script (compiled to a model);
+* ``block2dim`` / ``block3dim``: the same machines on 2-D blocks (a 64 x 64 process grid)
+  and 3-D blocks of a 1024^3 grid (16 x 16 x 16): jagged time-balanced blocks, face
+  exchanges;
 * ``node by node``: the ``normal`` case with collapsing off (``Options(collapse=False)``),
   at 256 and 1024 nodes only: what the collapse saves.
 
@@ -77,8 +80,15 @@ repeat iterations {
 """'''
 
 
-def spec(number: int, load: str, execution: str = 'model = "sor"', second: str = "") -> str:
+def spec(
+    number: int,
+    load: str,
+    execution: str = 'model = "sor"',
+    second: str = "",
+    layout: str = "block1dim",
+) -> str:
     nodesets = '"node"' if not second else '["node", "slow"]'
+    grid, size = ("grid3dim", 1024) if layout == "block3dim" else ("grid2dim", 40960)
     return f"""
 [[nodeset]]
 name = "node"
@@ -94,13 +104,13 @@ bandwidth = "10 Gb/s"
 
 [[dataset]]
 name = "grid"
-type = "grid2dim"
-size = 40960
+type = "{grid}"
+size = {size}
 floatsperunit = 8
 
 [[distribution]]
 name = "strips"
-type = "block1dim"
+type = "{layout}"
 dataset = "grid"
 nodeset = {nodesets}
 
@@ -131,6 +141,7 @@ bandwidth = "1 Gb/s"
 """
 
 NORMAL = '{kind = "normal", mean = 0.8, std = 0.05}'
+DEDICATED = '{kind = "dedicated"}'
 
 
 class _NoFiles:
@@ -252,7 +263,7 @@ def main() -> None:
         print(f"load average after: {os.getloadavg()[0]:.2f}")
         return
     cases = [
-        ("dedicated, 4096 nodes", spec(4096, '{kind = "dedicated"}'), Options()),
+        ("dedicated, 4096 nodes", spec(4096, DEDICATED), Options()),
         ("normal, 4096 nodes", spec(4096, NORMAL), Options()),
         ("two nodesets, 3072 + 1024", spec(3072, NORMAL, second=SLOW), Options()),
         ("script, 4096 nodes", spec(4096, NORMAL, f"script = {SCRIPT}"), Options()),
@@ -261,6 +272,10 @@ def main() -> None:
             spec(3072, NORMAL, second=SLOW),
             Options(strategy="conservative"),
         ),
+        ("block2dim, dedicated, 64x64", spec(4096, DEDICATED, layout="block2dim"), Options()),
+        ("block2dim, normal, 64x64", spec(4096, NORMAL, layout="block2dim"), Options()),
+        ("block2dim, two nodesets", spec(3072, NORMAL, second=SLOW, layout="block2dim"), Options()),
+        ("block3dim, normal, 16^3", spec(4096, NORMAL, layout="block3dim"), Options()),
         ("node by node, 256 nodes", spec(256, NORMAL), Options(collapse=False)),
         ("node by node, 1024 nodes", spec(1024, NORMAL), Options(collapse=False)),
     ]

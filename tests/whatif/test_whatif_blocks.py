@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from ppe.core.stochastic import Mixture, Normal, Point
+from ppe.pipeline import PlanOptions
 from ppe.whatif import (
     Options,
     Problem,
@@ -655,3 +656,36 @@ def test_the_html_page_shows_elements_per_node() -> None:
     report = evaluate(parse(blocks(cluster(number=[4, 9]))), MemoryResolver(), Options())
     page = render_html(report)
     assert "node elements/node" in page and "process grid 3 x 3" in page
+
+
+def test_groups_of_the_same_members_draw_their_combined_speed_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An 8 x 8 grid of one loaded nodeset: the eight bands are made of the same chain
+    representatives, so their combined speed is drawn once per composition (the draws are
+    seeded alike, so each band gets the value it drew before), and the layout is as before."""
+    import ppe.whatif.blockeval as blockeval
+
+    text = blocks(cluster(number=64, n=800, load='{kind = "normal", mean = 0.8, std = 0.1}'))
+    w = parse(text)
+    res = resolve(w, MemoryResolver())
+    p = w.points[0]
+    m, app = build_machine(p.spec, res), app_of(p, res)
+    calls: list[int] = []
+    real = blockeval._combined
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return real(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(blockeval, "_combined", counted)
+    layout = _Layout(m, app, Loads(res), None, Options())
+    layout.layout()
+    assert 1 <= len(calls) <= 3  # the first band (a chain end), the inner ones, the last
+    samples = PlanOptions().schedule_samples
+    for members, value in layout.speeds.values():  # the value a fresh draw gives
+        again = real(list(members), [m.slots[0].load] * len(members), samples, 0)
+        assert np.array_equal(value.ppf(QS), again.ppf(QS))
+
+
+QS = np.linspace(0.01, 0.99, 50)
