@@ -154,6 +154,11 @@ class RunSpec:
     net: Sequence[int] | None = None
     #: iterations left to run (``SimConfig.iterations`` when None): a run resumed mid-way
     iterations: int | None = None
+    #: elements each host updates per iteration (``rows · n`` when None): a 2-D or 3-D block
+    elements: Sequence[float] | None = None
+    #: seconds of each host's exchanges per communication phase over constant links (when
+    #: None: its chain neighbours' halo rows, ``SimConfig``'s link); a block's faces
+    comm: Sequence[float] | None = None
 
 
 @dataclass(frozen=True)
@@ -213,6 +218,10 @@ def simulate(
         return SimResult(empty, np.zeros((0, 0)), np.zeros((0, 0)), done=np.zeros(0, np.int64))
     layout = _layout(runs, config, net_bank is not None)
     idx, work, nmsg, net_idx = layout.idx, layout.work, layout.nmsg, layout.net_idx
+    msg = config.message_bytes()
+    const_comm = np.where(
+        np.isnan(layout.comm), nmsg * (config.latency + msg / config.bandwidth), layout.comm
+    )
     R = len(runs)
     t = np.array([float(r.start) for r in runs])
     start = t.copy()
@@ -231,8 +240,6 @@ def simulate(
         raise ValueError("until must be a time (or +inf) for every run, not NaN")
     busy = np.zeros_like(work)
     critical = np.zeros_like(work)
-    msg = config.message_bytes()
-    const_comm = nmsg * (config.latency + msg / config.bandwidth)
     steps = 0
     while True:
         live = np.flatnonzero((left > 0) & (t < stop))
@@ -275,6 +282,7 @@ def simulate(
             work[live],
             nmsg[live],
             net_idx[live],
+            const_comm[live],
             phases,
             config,
             msg,
@@ -299,6 +307,7 @@ class _Layout:
     work: FloatArray  # (R, P) dedicated seconds of compute per iteration
     nmsg: FloatArray  # (R, P) messages per communication phase
     net_idx: IntArray  # (R, P) network bank index (0 when constant bandwidth)
+    comm: FloatArray  # (R, P) seconds per communication phase given by the run (NaN: none)
 
 
 def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layout:
@@ -309,25 +318,39 @@ def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layo
     net_idx = np.zeros((R, width), dtype=np.int64)
     work = np.zeros((R, width))
     nmsg = np.zeros((R, width))
+    comm = np.full((R, width), np.nan)
     for i, run in enumerate(runs):
-        if not (len(run.hosts) == len(run.rows) == len(run.benchmark)):
+        p = len(run.hosts)
+        if not (p == len(run.rows) == len(run.benchmark)):
             raise ValueError("hosts, rows and benchmark must have one entry per host")
-        if with_net and (run.net is None or len(run.net) != len(run.hosts)):
+        if with_net and (run.net is None or len(run.net) != p):
             raise ValueError("a network bank needs RunSpec.net for every host")
         rows = np.asarray(run.rows, dtype=float)
         if np.any(rows < 0):
             raise ValueError("rows must be non-negative")
-        p = len(run.hosts)
+        elements = rows * config.n if run.elements is None else _per_host(run.elements, p)
         idx[i, :p] = run.hosts
         if run.net is not None:
             net_idx[i, :p] = run.net
-        work[i, :p] = rows * config.n * np.asarray(run.benchmark, dtype=float)
+        if run.comm is not None:
+            if with_net:
+                raise ValueError("RunSpec.comm is for constant links, not a network bank")
+            comm[i, :p] = _per_host(run.comm, p)
+            comm[i, p:] = 0.0
+        work[i, :p] = elements * np.asarray(run.benchmark, dtype=float)
         active = np.flatnonzero(rows > 0)
         if active.size > 1:
             nmsg[i, active] = 2.0
             nmsg[i, active[0]] = 1.0
             nmsg[i, active[-1]] = 1.0
-    return _Layout(idx, work, nmsg, net_idx)
+    return _Layout(idx, work, nmsg, net_idx, comm)
+
+
+def _per_host(values: Sequence[float], p: int) -> FloatArray:
+    out = np.asarray(values, dtype=float)
+    if out.shape != (p,) or not np.all(np.isfinite(out)) or np.any(out < 0):
+        raise ValueError("elements and comm need one finite, non-negative entry per host")
+    return out
 
 
 def _exact_iteration(
@@ -338,6 +361,7 @@ def _exact_iteration(
     work: FloatArray,
     nmsg: FloatArray,
     net_idx: IntArray,
+    const_comm: FloatArray,
     phases: tuple[float, ...],
     config: SimConfig,
     msg: float,
@@ -350,7 +374,7 @@ def _exact_iteration(
         t0 = tt
         tt = bank.advance(idx, tt, work * share)
         spent += tt - t0
-        tt = _communicate(net_bank, tt, nmsg, net_idx, config, msg)
+        tt = _communicate(net_bank, tt, nmsg, net_idx, const_comm, config, msg)
     return tt.max(axis=1), spent, tt.argmax(axis=1)
 
 
@@ -359,12 +383,14 @@ def _communicate(
     tt: FloatArray,
     nmsg: FloatArray,
     net_idx: IntArray,
+    const_comm: FloatArray,
     config: SimConfig,
     msg: float,
 ) -> FloatArray:
-    """Halo exchange: per message, latency then the bytes at the link's bandwidth."""
+    """Halo exchange: per message, latency then the bytes at the link's bandwidth (over
+    constant links, ``const_comm``: each host's seconds per phase)."""
     if net_bank is None:
-        return tt + nmsg * (config.latency + msg / config.bandwidth)
+        return tt + const_comm
     for k in range(2):
         sending = nmsg > k
         after = net_bank.advance(net_idx, tt + config.latency, np.where(sending, msg, 0.0))

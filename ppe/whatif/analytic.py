@@ -43,7 +43,7 @@ from ppe.core import StochasticValue
 from ppe.core.stochastic import Point
 from ppe.pipeline import HostForecasts, HostMeta
 from ppe.whatif.application import App, app_of, compiled, ends_of
-from ppe.whatif.blockeval import block_breakdown, block_notes, evaluate_blocks
+from ppe.whatif.blockeval import BlockRound, block_breakdown, block_notes, evaluate_blocks
 from ppe.whatif.iidmax import IidMax, independent_classes
 from ppe.whatif.machine import Loads, Machine, Slot, build_machine
 from ppe.whatif.options import Options, Spread
@@ -368,6 +368,17 @@ def _plan_blocks(
 ) -> tuple[PointResult, tuple[int, ...]]:
     """A block2dim or block3dim point (:mod:`ppe.whatif.blockeval`); its "rows" are each
     node's elements."""
+    result, r = plan_blocks(point, resources, opts, now)
+    return result, r.rows
+
+
+def plan_blocks(
+    point: SpecPoint, resources: Resources, options: Options | None = None, now: float | None = None
+) -> tuple[PointResult, BlockRound]:
+    """A block2dim or block3dim point's prediction and the round behind it (each node's
+    elements and exchanges, which the simulated path runs)."""
+    opts = options or Options()
+    where = ", ".join(f"{k} = {v}" for k, v in point.values)
     try:
         m = build_machine(point.spec, resources)
         r, settled = evaluate_blocks(m, app_of(point, resources), Loads(resources, now), opts)
@@ -387,7 +398,7 @@ def _plan_blocks(
         tuple([*m.notes, *block_notes(r), *_floored_notes(r.floored)]),
         r.grid,
     )
-    return result, r.rows
+    return result, r
 
 
 def model_text(point: SpecPoint, resources: Resources) -> str | None:

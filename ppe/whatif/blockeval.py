@@ -97,6 +97,9 @@ class BlockRound:
     grid: tuple[int, ...]
     #: nodesets with a node between two links of different latencies in its band
     mixed_latency: tuple[str, ...] = ()
+    #: every member's exchanges over the whole run (seconds, chain order): what the
+    #: simulated path charges it
+    comm: tuple[float, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -589,6 +592,7 @@ class _Layout:
             tuple(leaf.block.elements for leaf in leaves),
             self.grid,
             tuple(sorted(self.mixed_latency)),
+            tuple(leaf.comm + c for leaf, c in zip(leaves, extra, strict=True)),
         )
         return found, per_axis
 

@@ -16,7 +16,10 @@ Loads that are not traces: ``dedicated`` runs at availability 1; ``normal`` and 
 draw one availability per node per start (seeded, clipped to [0.01, 1]) held for the whole
 run, the analytic path's "one draw per run" (ppe/core/GRAMMAR.md); ``forecasts`` (live hosts)
 is refused. Only the built-in ``sor`` and ``jacobi2d`` models run: the simulator knows their
-phases; scripts and grammar files are refused with a message.
+phases; scripts and grammar files are refused with a message. ``block2dim`` and ``block3dim``
+are planned by the blocks' analytic path (:func:`ppe.whatif.analytic.plan_blocks`) and run
+with each node's block elements and its own faces' exchanges (``RunSpec.elements``,
+``RunSpec.comm``).
 
 Links are the machine's (:mod:`ppe.whatif.machine`), constant: a node between two links of
 different bandwidths gets the harmonic mean (the same time for its two messages); the
@@ -46,7 +49,7 @@ from numpy.typing import NDArray
 from ppe.core import get_model
 from ppe.executors import ProgressFn
 from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simulate
-from ppe.whatif.analytic import WhatIfError, plan_point
+from ppe.whatif.analytic import WhatIfError, plan_blocks, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options, Spread
 from ppe.whatif.report import ABSENT, _value, aligned, nodeset_names
@@ -195,12 +198,6 @@ def check_simulable(point: SpecPoint) -> None:
             + " or ".join(repr(a) for a in sorted(APP_PHASES))
             + "): the trace-driven simulator knows their phases; scripts and grammar files are "
             "evaluated analytically only"
-        )
-    if point.spec.primary.type != "block1dim":
-        raise WhatIfError(
-            f"--simulate evaluates block1dim distributions only; "
-            f"{point.spec.primary.name!r} is {point.spec.primary.type}: evaluate it without "
-            "--simulate (the analytic path)"
         )
     for name in point.spec.primary.nodesets:
         ns = point.spec.nodeset(name)
@@ -366,11 +363,25 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
     bank = _bank(resources, traces)
     ones = len(traces)
     config, net_bank, net_idx = _network(spec, layout)
+    blocks = spec.primary.type != "block1dim"
+    if blocks:  # each node's exchanges come with its plan (its faces, its links)
+        net_bank, net_idx = None, None
     hosts = np.where(layout.series >= 0, layout.series, ones).tolist()
-    runs, plans = [], []
+    runs, plans, comms = [], [], []
     t0 = time.perf_counter()
     for start, seed in zip(chunk.starts, chunk.seeds, strict=True):
-        result, rows = plan_point(point, resources, opts, now=start if resources.traces else None)
+        now = start if resources.traces else None
+        if blocks:
+            result, r = plan_blocks(point, resources, opts, now)
+            elements: list[float] | None = [float(e) for e in r.rows]
+            per_phase = np.asarray(r.comm) / (config.iterations * len(APP_PHASES[config.app]))
+            comm: list[float] | None = per_phase.tolist()
+            rows = tuple(1 for _ in r.rows)
+            comms.append(np.asarray(r.comm))
+        else:
+            result, rows = plan_point(point, resources, opts, now=now)
+            elements = comm = None
+            comms.append(_comm_seconds(config, layout))
         plans.append(result)
         rng = np.random.default_rng(seed)
         avail = _drawn(layout, rng)
@@ -381,12 +392,14 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
                 (layout.benchmark * _noise(layout, rng) / avail).tolist(),
                 start,
                 net=net_idx,
+                elements=elements,
+                comm=comm,
             )
         )
     t1 = time.perf_counter()
     sim = simulate(bank, runs, config, net_bank)
     t2 = time.perf_counter()
-    per = _breakdown(sim.makespan, sim.busy, _comm_seconds(config, layout), layout, len(m.segments))
+    per = _breakdown(sim.makespan, sim.busy, np.array(comms), layout, len(m.segments))
     bounds = np.array([p.makespan.interval(p.confidence) for p in plans]).reshape(-1, 2)
     return _ChunkResult(
         sim.makespan.copy(),
@@ -397,7 +410,7 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
         per[1],
         per[2],
         plans[0].to_dict(),
-        (*plans[0].notes, *layout.notes),
+        (*plans[0].notes, *(() if blocks else layout.notes)),  # blocks: latencies per link
         t1 - t0,
         t2 - t1,
     )
@@ -407,14 +420,14 @@ def _breakdown(
     makespan: FloatArray, busy: FloatArray, comm: FloatArray, layout: _Layout, nseg: int
 ) -> FloatArray:
     """(compute, communication, waiting) x runs x nodesets: means over each nodeset's nodes;
-    waiting is what is left of the makespan."""
+    waiting is what is left of the makespan. ``comm``: each run's nodes' exchange seconds."""
     P = len(layout.segment)
     per = np.zeros((3, makespan.size, nseg))
     counts = np.bincount(layout.segment, minlength=nseg)
     for r in range(makespan.size):
         node_busy = busy[r, :P]
-        wait = makespan[r] - node_busy - comm
-        for j, arr in enumerate((node_busy, comm, wait)):
+        wait = makespan[r] - node_busy - comm[r]
+        for j, arr in enumerate((node_busy, comm[r], wait)):
             per[j, r] = np.bincount(layout.segment, weights=arr, minlength=nseg) / counts
     return per
 

@@ -29,7 +29,7 @@ from ppe.whatif.blockeval import Shifted, _combined, _Layout, shifted
 from ppe.whatif.blocks import Block, adjacent, face_overlaps, process_grid
 from ppe.whatif.machine import Loads, build_machine
 from ppe.whatif.report import format_table
-from ppe.whatif.simulated import check_simulable
+from ppe.whatif.simulated import SimOptions, check_simulable, simulate_point
 
 from .conftest import (
     SOR_SCRIPT,
@@ -541,10 +541,57 @@ def test_memory_no_layout_can_hold_is_a_clear_error() -> None:
         point(blocks(cluster(number=4, n=11, extra_nodeset="grainsize = 242")))
 
 
-def test_the_simulated_path_refuses_blocks_with_the_way_out() -> None:
-    w = parse(blocks(cluster(number=4)))
-    with pytest.raises(WhatIfError, match="block2dim: evaluate it without --simulate"):
-        check_simulable(w.points[0])
+@pytest.mark.parametrize("kind", ["block2dim", "block3dim"])
+def test_a_dedicated_block_simulation_equals_the_analytic_prediction(kind: str) -> None:
+    """Constant availability: each node runs its block's elements and its faces' exchanges
+    at every iteration, and the simulated makespan is the analytic one (the slowest node's
+    compute and exchanges), for two nodesets on a jagged grid and a 3-D one."""
+    text = two_nodesets(fast=3, slow=3, n=600, iterations=20, latency=1e-4)
+    if kind == "block3dim":
+        text = blocks(
+            cluster(number=8, n=64, iterations=20).replace('"grid2dim"', '"grid3dim"'), kind
+        )
+    else:
+        text = blocks(text, kind)
+    w = parse(text)
+    check_simulable(w.points[0])
+    res = resolve(w, MemoryResolver())
+    sim = simulate_point(w.points[0], res, sim=SimOptions(starts=2))
+    predicted = evaluate(w, MemoryResolver()).points[0]
+    assert sim.makespans == pytest.approx([predicted.makespan.mean()] * 2, rel=1e-9)
+    for s, p in zip(sim.nodesets, predicted.nodesets, strict=True):
+        assert s.compute == pytest.approx(p.compute, rel=1e-9)
+        assert s.communication == pytest.approx(p.communication, rel=1e-9)
+
+
+def test_blocks_of_a_prime_count_simulate_as_strips() -> None:
+    """Five nodes: the grid is 5 x 1, the blocks are block1dim's strips, and the two
+    simulated paths agree over recorded load (same plans, the same load at each start)."""
+    traces, load = two_traces(), TWO_TRACES_LOAD
+    text = cluster(number=5, load=load, n=3000, iterations=100)
+    res = resolve(parse(text), MemoryResolver(traces=traces))
+    so = SimOptions(starts=3, seed=2)
+    strips = simulate_point(parse(text).points[0], res, sim=so)
+    grid = simulate_point(parse(blocks(text)).points[0], res, sim=so)
+    assert grid.makespans == pytest.approx(strips.makespans, rel=1e-9)
+    assert np.ptp(grid.makespans) > 0  # the load moves them
+
+
+def test_a_block_simulation_under_load_adds_up_and_covers() -> None:
+    """Six nodes on two recorded traces, a 3 x 2 grid: per nodeset, compute, exchanges and
+    waiting add up to the makespan, the loaded runs are slower than dedicated ones, and the
+    plan made before each start covers what the simulator ran."""
+    traces, load = two_traces(), TWO_TRACES_LOAD
+    text = blocks(cluster(number=6, load=load, n=3000, iterations=100))
+    w = parse(text)
+    res = resolve(w, MemoryResolver(traces=traces))
+    sim = simulate_point(w.points[0], res, sim=SimOptions(starts=6, seed=1))
+    total = sum(n.compute + n.communication + n.waiting for n in sim.nodesets)
+    assert total == pytest.approx(sim.makespans.mean(), rel=1e-9)
+    dedicated = evaluate(parse(blocks(cluster(number=6, n=3000, iterations=100))), MemoryResolver())
+    assert sim.makespans.min() > dedicated.points[0].makespan.mean()
+    assert sim.coverage >= 5 / 6
+    assert sim.analytic["process_grid"] == [3, 2]
 
 
 # ------------------------------------------------------------ sweeps, report, example
