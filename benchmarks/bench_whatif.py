@@ -26,7 +26,8 @@ over trace-driven load in under 30 s). SOR on a 40960-row grid, 4096 nodes, 1000
 the Bitbrains traces of ``--traces`` (default /work/shared/traces/bitbrains-rnd-2013-7, the
 files spanning the whole month: 52) assigned round-robin, ``--starts`` start times (8) on
 ``--workers`` processes (2). Two speeds: 2 Gflop/s (a run of ~15 s, inside one 300 s sample)
-and 20 Mflop/s (runs of 5-70 min that cross many samples). Prints the wall time end to end
+and 20 Mflop/s (runs of 5-70 min that cross many samples); the first on 64 x 64 blocks too.
+Prints the wall time end to end
 (reading the traces, planning every start, simulating), and the seconds the workers spent
 planning and simulating.
 
@@ -173,8 +174,9 @@ def timed(text: str, reps: int, options: Options) -> tuple[float, float, float, 
 def simulated(traces: Path, starts: int, workers: int) -> None:
     files = sorted(f.name for f in traces.glob("*.csv.gz") if f.name.split(".")[0] not in PARTIAL)
     load = '{kind = "traces", files = [' + ", ".join(f'"{f}"' for f in files) + "]}"
-    for speed in ("2 Gflop/s", "20 Mflop/s"):
-        text = spec(4096, load).replace('"2 Gflop/s"', f'"{speed}"')
+    cases = [("2 Gflop/s", "block1dim"), ("20 Mflop/s", "block1dim"), ("2 Gflop/s", "block2dim")]
+    for speed, layout in cases:
+        text = spec(4096, load, layout=layout).replace('"2 Gflop/s"', f'"{speed}"')
         text = text.replace("iterations = 100", "iterations = 1000")
         whatif = parse_spec(text, "bench")
         t0 = time.perf_counter()
@@ -185,7 +187,7 @@ def simulated(traces: Path, starts: int, workers: int) -> None:
         p = report.points[0]
         lo, hi = p.interval()
         print(
-            f"4096 nodes x 1000 it, {len(files)} traces, {speed:>10}, {starts} starts, "
+            f"4096 nodes x 1000 it, {layout}, {len(files)} traces, {speed:>10}, {starts} starts, "
             f"{workers} workers: wall {wall:6.1f} s (planning {p.timing[0]:.1f} s, simulating "
             f"{p.timing[1]:.2f} s, summed over workers); makespan {p.makespans.mean():.4g} s "
             f"[{lo:.4g}, {hi:.4g}], predicted {p.predicted.mean():.4g} s, "
