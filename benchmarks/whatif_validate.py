@@ -26,6 +26,10 @@ median time alone / median time beside), with ``--contention fair`` the assumed 
 ``max(1 - d, 1/2)`` (what this script used before 2026-11-27; ``benchmarks/coupling_probe.py``
 found a rank beside a saturated generator gets ~0.46, not 0.5, and two coupled ranks each
 beside one run at about the smaller of their two measured availabilities: docs/whatif.md).
+With the measured curve, the same real runs are also scored against the fair share's
+simulation (same starts and seeds), so one run shows both; and each is scored once more
+rescaled by the dedicated half's error (real median over prediction), which takes the
+profile's error out and leaves the load model's.
 
     .venv/bin/python benchmarks/whatif_validate.py                       # ~8 minutes
     .venv/bin/python benchmarks/whatif_validate.py --runs 3 --n 600 --iterations 100  # quick
@@ -265,22 +269,11 @@ def main() -> None:
     print("availability beside a generator (" + args.contention + "): " + ", ".join(
         f"d={d:g}: {float(contention.availability(d)):.3f} (fair share {float(fair.availability(d)):.2f})"
         for d in args.contention_duties), flush=True)  # fmt: skip
-    names = []
-    for path in picked:
-        name = f"avail-{path.name.split('.')[0]}.csv"
-        availability_csv(path, work / name, contention)
-        names.append(name)
-    files = ", ".join(f'"{x}"' for x in names)
     # the machine's own run-to-run spread, measured on the dedicated runs above
     variation = statistics.stdev(real) / statistics.fmean(real) if len(real) > 1 else 0.0
     print(f"run-to-run variation of the dedicated runs: {variation:.1%} (the spec's variation)")
-    load = f'load = {{kind = "traces", files = [{files}]}}\nvariation = {variation:.4f}\n'
-    spec = work / "loaded.toml"
-    spec.write_text(spec_text(args.n, args.iterations, latency, bandwidth, load))
-    sim = json.loads(sh(ppe("whatif", str(spec), "--strategy", "block", "--simulate",
-                            "--starts", str(args.starts), "--seed", str(args.seed),
-                            "--workers", "1", "--json")))  # fmt: skip
-    point = sim["points"][0]
+    link = (latency, bandwidth)
+    point = simulate_loaded(args, work, picked, contention, variation, link, "")
     starts, made = point["starts"], point["makespans_s"]
     lo, hi = point["makespan"]["interval"]
     firsts = [float(read_trace(p).timestamps[0]) for p in picked]
@@ -290,15 +283,60 @@ def main() -> None:
           f"median {point['makespan']['quantiles']['0.5']:.2f} s")  # fmt: skip
     print("| start (trace s) | simulated at this start (s) | real (s) | inside the 95 % |")
     print("|---|---|---|---|")
-    inside = 0
+    inside, loaded = 0, []
     for i in sorted(order.tolist()):
         r = loaded_run(args.n, args.iterations, starts[i], picked, firsts)
+        loaded.append(r)
         ok = lo <= r <= hi
         inside += ok
         print(f"| {starts[i]:.0f} | {made[i]:.2f} | {r:.2f} | {'yes' if ok else 'no'} |",
               flush=True)  # fmt: skip
     print(f"\nreal runs inside the simulated 95 %: {inside}/{len(order)}")
     print(f"load average after: {os.getloadavg()}")
+    # the load model alone: the simulation rescaled by the dedicated half's error (the
+    # profile's), and the ratio of loaded to dedicated, real against simulated
+    scale = med / ms["mean"]
+    print(f"real loaded median over real dedicated median: "
+          f"{statistics.median(loaded) / med:.3f}")  # fmt: skip
+    points = [("", point)]
+    if args.contention == "measured":
+        # the same real runs against the assumed fair share (same starts and seeds)
+        points.append((" fair", simulate_loaded(args, work, picked, fair, variation, link, "-fair")))  # fmt: skip
+    for tag, p in points:
+        a, b = p["makespan"]["interval"]
+        mid = p["makespan"]["quantiles"]["0.5"]
+        print(f"simulated{tag or ' ' + args.contention}: central 95 % [{a:.2f}, {b:.2f}] s, "
+              f"median {mid:.2f} s (over the predicted dedicated: {mid / ms['mean']:.3f}): "
+              f"{sum(a <= r <= b for r in loaded)}/{len(loaded)} inside; rescaled by the "
+              f"dedicated error ({scale:.3f}): "
+              f"{sum(a * scale <= r <= b * scale for r in loaded)}/{len(loaded)} inside")  # fmt: skip
+
+
+def simulate_loaded(
+    args: argparse.Namespace,
+    work: Path,
+    picked: list[Path],
+    contention: Contention,
+    variation: float,
+    link: tuple[float, float],
+    tag: str,
+) -> dict[str, Any]:
+    """The loaded spec (the traces as the availability ``contention`` gives, files and spec
+    named with ``tag``) simulated at ``--starts`` seeded start times: the report's point."""
+    names = []
+    for path in picked:
+        name = f"avail-{path.name.split('.')[0]}{tag}.csv"
+        availability_csv(path, work / name, contention)
+        names.append(name)
+    files = ", ".join(f'"{x}"' for x in names)
+    load = f'load = {{kind = "traces", files = [{files}]}}\nvariation = {variation:.4f}\n'
+    spec = work / f"loaded{tag}.toml"
+    spec.write_text(spec_text(args.n, args.iterations, *link, load))
+    sim = json.loads(sh(ppe("whatif", str(spec), "--strategy", "block", "--simulate",
+                            "--starts", str(args.starts), "--seed", str(args.seed),
+                            "--workers", "1", "--json")))  # fmt: skip
+    point: dict[str, Any] = sim["points"][0]
+    return point
 
 
 if __name__ == "__main__":
