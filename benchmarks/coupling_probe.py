@@ -257,7 +257,11 @@ def table(runs: dict[Condition, list[tuple[float, float]]], max_other: float) ->
         got = models(c, single) if c.duty > 0 else {}
         cells = " | ".join(f"{got[k]:.2f}" if k in got else "" for k in names)
         shown = ", ".join(f"{t:.2f}" for t in ts) + f" ({len(ts)}/{len(runs[c])})"
-        duty = f"{c.loads[0]:g}" if c.ranks == 1 else f"{c.loads[0]:g}, {c.loads[1]:g}"
+        duty = (
+            f"{c.loads[0]:g}"
+            if c.name in ("single", "single+gen")
+            else f"{c.loads[0]:g}, {c.loads[1]:g}"
+        )
         out.append(f"| {c.name} | {duty} | {shown} | {ratio:.2f} | {spread} | {cells} |")
     out.append(
         "\nsingle-rank availability measured beside a generator (vs max(1-d, 1/2)): "

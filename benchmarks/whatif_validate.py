@@ -23,15 +23,16 @@ files), :class:`sensors.loadgen.Contention`: by default **measured** here first 
 ``ppe-sor`` rank pinned to core 0, alone and beside a constant-duty generator at each of
 ``--contention-duties``, interleaved over ``--contention-repeats`` rounds; availability =
 median time alone / median time beside), with ``--contention fair`` the assumed fair share
-``max(1 - d, 1/2)`` (what this script used before 2026-11-27; ``benchmarks/coupling_probe.py``
-found a rank beside a saturated generator gets ~0.46, not 0.5, and two coupled ranks each
-beside one run at about the smaller of their two measured availabilities: docs/whatif.md).
+``max(1 - d, 1/2)`` (what this script used before 2026-11-27). ``benchmarks/coupling_probe.py``
+found the fair share right to within about 5 % on this machine (0.46-0.52 beside a saturated
+generator), and two coupled ranks each beside one running at about the smaller of their two
+availabilities, not their product (docs/whatif.md): measuring keeps checking the first.
 With the measured curve, the same real runs are also scored against the fair share's
 simulation (same starts and seeds), so one run shows both; and each is scored once more
 rescaled by the dedicated half's error (real median over prediction), which takes the
 profile's error out and leaves the load model's.
 
-    .venv/bin/python benchmarks/whatif_validate.py                       # ~8 minutes
+    .venv/bin/python benchmarks/whatif_validate.py                       # ~10 minutes
     .venv/bin/python benchmarks/whatif_validate.py --runs 3 --n 600 --iterations 100  # quick
 
 Needs a quiet machine: other work on the two cores is load neither side knows about.
