@@ -17,13 +17,22 @@ running SOR, predicted by ``ppe whatif``, against real ``mpiexec -n 2 ppe-sor`` 
    run beside the simulation at its own start.
 
 The load a rank meets is a loadgen process spinning ``d`` of every 0.1 s on its core (``d``
-the trace's CPU usage). Linux's fair scheduler gives a CPU-bound rank ``1 - d`` of the core
-when ``d <= 1/2`` and half of it otherwise (both runnable: equal shares, and the generator
-sleeps once it has had its ``d``), so the spec's trace files carry that availability,
-``max(1 - d, 1/2)`` (written as ``timestamp,value`` CSV next to the spec; the load
-generators replay the original files).
+the trace's CPU usage). The spec's trace files carry the availability a CPU-bound rank gets
+beside it (``timestamp,value`` CSV next to the spec; the load generators replay the original
+files), :class:`sensors.loadgen.Contention`: by default **measured** here first (one
+``ppe-sor`` rank pinned to core 0, alone and beside a constant-duty generator at each of
+``--contention-duties``, interleaved over ``--contention-repeats`` rounds; availability =
+median time alone / median time beside), with ``--contention fair`` the assumed fair share
+``max(1 - d, 1/2)`` (what this script used before 2026-11-27). ``benchmarks/coupling_probe.py``
+found the fair share right to within about 5 % on this machine (0.46-0.52 beside a saturated
+generator), and two coupled ranks each beside one running at about the smaller of their two
+availabilities, not their product (docs/whatif.md): measuring keeps checking the first.
+With the measured curve, the same real runs are also scored against the fair share's
+simulation (same starts and seeds), so one run shows both; and each is scored once more
+rescaled by the dedicated half's error (real median over prediction), which takes the
+profile's error out and leaves the load model's.
 
-    .venv/bin/python benchmarks/whatif_validate.py                       # ~8 minutes
+    .venv/bin/python benchmarks/whatif_validate.py                       # ~10 minutes
     .venv/bin/python benchmarks/whatif_validate.py --runs 3 --n 600 --iterations 100  # quick
 
 Needs a quiet machine: other work on the two cores is load neither side knows about.
@@ -49,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.sor_experiment import TRACE_DIRS, env, mpiexec, pick_traces  # noqa: E402
 from ppe.traces import read_trace  # noqa: E402
+from sensors.loadgen import Contention  # noqa: E402
 
 PINGPONG = """
 import sys, time
@@ -125,8 +135,8 @@ signature = "sor"
 """
 
 
-def real_run(n: int, iterations: int) -> float:
-    out = sh([mpiexec(), "-n", "2", *ppe_sor(), "--offline", "--n", str(n),
+def real_run(n: int, iterations: int, ranks: int = 2) -> float:
+    out = sh([mpiexec(), "-n", str(ranks), *ppe_sor(), "--offline", "--n", str(n),
               "--iterations", str(iterations), "--pin"])  # fmt: skip
     return float(json.loads(out.strip().splitlines()[-1])["total_s"])
 
@@ -135,36 +145,68 @@ def ppe_sor() -> list[str]:
     return [sys.executable, "-m", "ppe.apps.sor"]
 
 
-def availability_csv(src: Path, dst: Path) -> None:
+def availability_csv(src: Path, dst: Path, contention: Contention) -> None:
     """The availability a CPU-bound rank gets beside ``ppe loadgen`` replaying ``src``."""
     trace = read_trace(src)
-    duty = np.clip(trace.cpu_usage_pct / 100.0, 0.0, 1.0)
-    avail = np.maximum(1.0 - duty, 0.5)
+    avail = contention.availability(trace.cpu_usage_pct / 100.0)
     rows = "\n".join(f"{t:.0f},{a:.6f}" for t, a in zip(trace.timestamps, avail, strict=True))
     dst.write_text("timestamp,value\n" + rows + "\n")
+
+
+def loadgen(path: Path, core: int, offset: float = 0.0) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        ppe("loadgen", str(path), "--core", str(core), "--offset", f"{offset:.0f}"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=env(),
+        start_new_session=True,  # its own session: the scheduler's autogroups share first
+    )
+
+
+def stop(gens: list[subprocess.Popen[bytes]]) -> None:
+    for g in gens:
+        g.terminate()
+    for g in gens:
+        g.wait(timeout=10)
 
 
 def loaded_run(
     n: int, iterations: int, start: float, traces: list[Path], firsts: list[float]
 ) -> float:
     gens = [
-        subprocess.Popen(
-            ppe("loadgen", str(path), "--core", str(core), "--offset", f"{start - first:.0f}"),
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-            env=env(),
-            start_new_session=True,  # its own session: the scheduler's autogroups share first
-        )
+        loadgen(path, core, start - first)
         for core, (path, first) in enumerate(zip(traces, firsts, strict=True))
     ]
     try:
         time.sleep(1.0)
         return real_run(n, iterations)
     finally:
-        for g in gens:
-            g.terminate()
-        for g in gens:
-            g.wait(timeout=10)
+        stop(gens)
+
+
+def measure_contention(
+    n: int, iterations: int, duties: list[float], repeats: int, work: Path
+) -> Contention:
+    """One rank pinned to core 0, alone and beside a constant-duty ``ppe loadgen`` at each
+    duty, interleaved round by round; each duty's availability is the median time alone over
+    the median time beside it."""
+    alone: list[float] = []
+    beside: dict[float, list[float]] = {d: [] for d in duties}
+    for _ in range(repeats):
+        alone.append(real_run(n, iterations, ranks=1))
+        for d in duties:
+            path = work / f"duty-{d:g}.csv"
+            path.write_text(f"timestamp,value\n0,{100 * d:g}\n86400,{100 * d:g}\n")
+            gens = [loadgen(path, 0)]
+            try:
+                time.sleep(1.0)
+                beside[d].append(real_run(n, iterations, ranks=1))
+            finally:
+                stop(gens)
+    base = statistics.median(alone)
+    return Contention(
+        tuple((d, min(1.0, base / statistics.median(ts))) for d, ts in beside.items())
+    )
 
 
 def main() -> None:
@@ -176,6 +218,18 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--profile", type=Path, default=None, help="a profile JSON (else measured)")
     ap.add_argument("--keep", type=Path, default=None, help="keep the specs and reports here")
+    ap.add_argument(
+        "--contention",
+        choices=("measured", "fair"),
+        default="measured",
+        help="a rank's availability beside a generator: measured here first, or the assumed "
+        "fair share max(1 - d, 1/2)",
+    )
+    ap.add_argument("--contention-duties", type=float, nargs="+", default=[0.25, 0.5, 0.97])
+    ap.add_argument("--contention-repeats", type=int, default=3)
+    ap.add_argument(
+        "--contention-iterations", type=int, default=40, help="of the one-rank calibration runs"
+    )
     args = ap.parse_args()
     work = args.keep or Path(tempfile.mkdtemp(prefix="whatif-validate-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -207,22 +261,20 @@ def main() -> None:
     # 2. under recorded load
     directory = next(d for d in TRACE_DIRS if d.is_dir())
     picked = [s.path for s in pick_traces(directory)]
-    names = []
-    for path in picked:
-        name = f"avail-{path.name.split('.')[0]}.csv"
-        availability_csv(path, work / name)
-        names.append(name)
-    files = ", ".join(f'"{x}"' for x in names)
+    if args.contention == "measured":
+        contention = measure_contention(args.n, args.contention_iterations,
+                                        args.contention_duties, args.contention_repeats, work)  # fmt: skip
+    else:
+        contention = Contention()
+    fair = Contention()
+    print("availability beside a generator (" + args.contention + "): " + ", ".join(
+        f"d={d:g}: {float(contention.availability(d)):.3f} (fair share {float(fair.availability(d)):.2f})"
+        for d in args.contention_duties), flush=True)  # fmt: skip
     # the machine's own run-to-run spread, measured on the dedicated runs above
     variation = statistics.stdev(real) / statistics.fmean(real) if len(real) > 1 else 0.0
     print(f"run-to-run variation of the dedicated runs: {variation:.1%} (the spec's variation)")
-    load = f'load = {{kind = "traces", files = [{files}]}}\nvariation = {variation:.4f}\n'
-    spec = work / "loaded.toml"
-    spec.write_text(spec_text(args.n, args.iterations, latency, bandwidth, load))
-    sim = json.loads(sh(ppe("whatif", str(spec), "--strategy", "block", "--simulate",
-                            "--starts", str(args.starts), "--seed", str(args.seed),
-                            "--workers", "1", "--json")))  # fmt: skip
-    point = sim["points"][0]
+    link = (latency, bandwidth)
+    point = simulate_loaded(args, work, picked, contention, variation, link, "")
     starts, made = point["starts"], point["makespans_s"]
     lo, hi = point["makespan"]["interval"]
     firsts = [float(read_trace(p).timestamps[0]) for p in picked]
@@ -232,15 +284,60 @@ def main() -> None:
           f"median {point['makespan']['quantiles']['0.5']:.2f} s")  # fmt: skip
     print("| start (trace s) | simulated at this start (s) | real (s) | inside the 95 % |")
     print("|---|---|---|---|")
-    inside = 0
+    inside, loaded = 0, []
     for i in sorted(order.tolist()):
         r = loaded_run(args.n, args.iterations, starts[i], picked, firsts)
+        loaded.append(r)
         ok = lo <= r <= hi
         inside += ok
         print(f"| {starts[i]:.0f} | {made[i]:.2f} | {r:.2f} | {'yes' if ok else 'no'} |",
               flush=True)  # fmt: skip
     print(f"\nreal runs inside the simulated 95 %: {inside}/{len(order)}")
     print(f"load average after: {os.getloadavg()}")
+    # the load model alone: the simulation rescaled by the dedicated half's error (the
+    # profile's), and the ratio of loaded to dedicated, real against simulated
+    scale = med / ms["mean"]
+    print(f"real loaded median over real dedicated median: "
+          f"{statistics.median(loaded) / med:.3f}")  # fmt: skip
+    points = [("", point)]
+    if args.contention == "measured":
+        # the same real runs against the assumed fair share (same starts and seeds)
+        points.append((" fair", simulate_loaded(args, work, picked, fair, variation, link, "-fair")))  # fmt: skip
+    for tag, p in points:
+        a, b = p["makespan"]["interval"]
+        mid = p["makespan"]["quantiles"]["0.5"]
+        print(f"simulated{tag or ' ' + args.contention}: central 95 % [{a:.2f}, {b:.2f}] s, "
+              f"median {mid:.2f} s (over the predicted dedicated: {mid / ms['mean']:.3f}): "
+              f"{sum(a <= r <= b for r in loaded)}/{len(loaded)} inside; rescaled by the "
+              f"dedicated error ({scale:.3f}): "
+              f"{sum(a * scale <= r <= b * scale for r in loaded)}/{len(loaded)} inside")  # fmt: skip
+
+
+def simulate_loaded(
+    args: argparse.Namespace,
+    work: Path,
+    picked: list[Path],
+    contention: Contention,
+    variation: float,
+    link: tuple[float, float],
+    tag: str,
+) -> dict[str, Any]:
+    """The loaded spec (the traces as the availability ``contention`` gives, files and spec
+    named with ``tag``) simulated at ``--starts`` seeded start times: the report's point."""
+    names = []
+    for path in picked:
+        name = f"avail-{path.name.split('.')[0]}{tag}.csv"
+        availability_csv(path, work / name, contention)
+        names.append(name)
+    files = ", ".join(f'"{x}"' for x in names)
+    load = f'load = {{kind = "traces", files = [{files}]}}\nvariation = {variation:.4f}\n'
+    spec = work / f"loaded{tag}.toml"
+    spec.write_text(spec_text(args.n, args.iterations, *link, load))
+    sim = json.loads(sh(ppe("whatif", str(spec), "--strategy", "block", "--simulate",
+                            "--starts", str(args.starts), "--seed", str(args.seed),
+                            "--workers", "1", "--json")))  # fmt: skip
+    point: dict[str, Any] = sim["points"][0]
+    return point
 
 
 if __name__ == "__main__":

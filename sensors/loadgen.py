@@ -117,6 +117,37 @@ class DutySchedule:
 
 
 @dataclass(frozen=True)
+class Contention:
+    """The share of a core a CPU-bound process gets beside a generator of duty ``d``: what
+    a what-if spec gives as that core's availability while the generator replays a trace.
+
+    Without ``points``, Linux's fair share, ``max(1 - d, 1/2)``: the generator spins until it
+    has had its ``d`` of the period, taking half the core while both are runnable, so the
+    process keeps ``1 - d`` when ``d <= 1/2`` and half otherwise. With ``points`` (measured
+    ``(duty, availability)`` pairs, e.g. by ``benchmarks/whatif_validate.py``), the
+    piecewise-linear curve through ``(0, 1)`` and them, flat past the last measured duty:
+    a machine's scheduler need not give that share (docs/whatif.md, "Against real runs").
+    """
+
+    points: tuple[tuple[float, float], ...] = ()
+
+    def __post_init__(self) -> None:
+        duties = [d for d, _ in self.points]
+        if any(not 0 < d <= 1 for d in duties) or len(set(duties)) != len(duties):
+            raise ValueError("measured duties must be distinct and in (0, 1]")
+        if any(not 0 < a <= 1 for _, a in self.points):
+            raise ValueError("measured availabilities must be in (0, 1]")
+
+    def availability(self, duty: np.ndarray | float) -> np.ndarray:
+        """The availability beside each duty (clipped to [0, 1] first)."""
+        d = np.clip(np.asarray(duty, dtype=np.float64), 0.0, 1.0)
+        if not self.points:
+            return np.maximum(1.0 - d, 0.5)
+        xs, ys = zip(*sorted(self.points), strict=True)
+        return np.interp(d, (0.0, *xs), (1.0, *ys))
+
+
+@dataclass(frozen=True)
 class LoadReport:
     """What a run did: periods run, wall seconds, the CPU time it aimed at, and the CPU time
     this process really got (less when other processes keep the core from it)."""
