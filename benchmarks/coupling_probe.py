@@ -49,6 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.sor_experiment import env, mpiexec  # noqa: E402
+from sensors.loadgen import Contention  # noqa: E402
 
 #: A generator started on the shared clock: pin, build a constant schedule, sleep to the
 #: instant given, then run the loadgen loop until terminated.
@@ -182,7 +183,7 @@ def measure(c: Condition, n: int, iterations: int, folder: Path) -> tuple[float,
 
 def fair(d: float) -> float:
     """The spec's assumed availability beside a generator of duty ``d`` (Linux fair share)."""
-    return max(1.0 - d, 0.5)
+    return float(Contention().availability(d))
 
 
 def models(c: Condition, single: dict[float, float]) -> dict[str, float]:

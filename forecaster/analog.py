@@ -484,10 +484,12 @@ def _combined(
     opts: AnalogOptions,
 ) -> Distribution:
     """One mixture of weighted distributions, stretched around its mean by ``stretch`` (the
-    components' means kept within ``bounds``, the range the history took: a stretched
-    saturated mode below the availability floor would be a state the host never showed; a
-    component without spread gets the kernel floor first, so a point can widen too)."""
-    lo, hi = bounds
+    components' means kept within ``bounds``, the range the history took, and the metric's
+    ``value_range``: a stretched saturated mode below the availability floor would be a state
+    the host never showed; a component without spread gets the kernel floor first, so a point
+    can widen too). The spread is then capped (:func:`spread_cap`), never below the stretched
+    floor: a history at the range's edge (an idle host's 1.0s) still widens."""
+    lo, hi = _within(bounds, opts.value_range)
     comps = [(w * cw, m, sd) for w, d in parts for cw, m, sd in d.components]
     w = np.array([c[0] for c in comps])
     m = np.array([c[1] for c in comps])
@@ -500,7 +502,7 @@ def _combined(
     between = float(np.dot(w, (m - mean) ** 2))
     within = float(np.dot(w, sd**2))
     if opts.value_range is not None:
-        cap = spread_cap(mean, opts.value_range) ** 2
+        cap = max(spread_cap(mean, opts.value_range), stretch * opts.floor_std) ** 2
         if between + within > cap and within > 0:
             sd = sd * math.sqrt(max(cap - between, 0.0) / within)
             within = float(np.dot(w, sd**2))
@@ -510,6 +512,17 @@ def _combined(
         return Distribution("point", [(1.0, mean, 0.0)], mean, 0.0, False, n, {}, support, fallback)
     out = [(float(a), float(b), float(c)) for a, b, c in zip(w, m, sd, strict=True)]
     return Distribution("mixture", out, mean, std, False, n, {}, support, fallback)
+
+
+def _within(
+    bounds: tuple[float, float], value_range: tuple[float, float] | None
+) -> tuple[float, float]:
+    """``bounds`` inside ``value_range`` (a history outside it is pulled to its nearest edge):
+    with every mean in the range, the spread between them is within :func:`spread_cap`."""
+    if value_range is None:
+        return bounds
+    low, high = value_range
+    return min(max(bounds[0], low), high), max(min(bounds[1], high), low)
 
 
 def spread_cap(mean: float, value_range: tuple[float, float]) -> float:

@@ -139,12 +139,12 @@ class Contention:
             raise ValueError("measured availabilities must be in (0, 1]")
 
     def availability(self, duty: np.ndarray | float) -> np.ndarray:
-        """The availability beside each duty (clipped to [0, 1] first)."""
+        """The availability beside each duty (clipped to [0, 1] first), shaped as ``duty``."""
         d = np.clip(np.asarray(duty, dtype=np.float64), 0.0, 1.0)
         if not self.points:
-            return np.maximum(1.0 - d, 0.5)
+            return np.asarray(np.maximum(1.0 - d, 0.5))
         xs, ys = zip(*sorted(self.points), strict=True)
-        return np.interp(d, (0.0, *xs), (1.0, *ys))
+        return np.asarray(np.interp(d, (0.0, *xs), (1.0, *ys)))
 
 
 @dataclass(frozen=True)

@@ -311,7 +311,8 @@ class _Layout:
 
 
 def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layout:
-    """Pad runs to a common width; hosts without rows are dropped from the chain."""
+    """Pad runs to a common width; hosts without work (no rows, or no elements) are dropped
+    from the chain and pay no exchanges."""
     width = max(1, max(len(r.hosts) for r in runs))
     R = len(runs)
     idx = np.zeros((R, width), dtype=np.int64)
@@ -335,10 +336,10 @@ def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layo
         if run.comm is not None:
             if with_net:
                 raise ValueError("RunSpec.comm is for constant links, not a network bank")
-            comm[i, :p] = _per_host(run.comm, p)
+            comm[i, :p] = np.where(elements > 0, _per_host(run.comm, p), 0.0)
             comm[i, p:] = 0.0
         work[i, :p] = elements * np.asarray(run.benchmark, dtype=float)
-        active = np.flatnonzero(rows > 0)
+        active = np.flatnonzero(elements > 0)
         if active.size > 1:
             nmsg[i, active] = 2.0
             nmsg[i, active[0]] = 1.0

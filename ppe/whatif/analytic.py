@@ -321,9 +321,9 @@ def plan_point(
     ``now``: traces are forecast from that time (their samples before it only; the
     simulated path plans each start time so); default just after their last sample."""
     opts = options or Options()
-    where = ", ".join(f"{k} = {v}" for k, v in point.values)
     if point.spec.primary.type != "block1dim":
-        return _plan_blocks(point, resources, opts, where, now)
+        result, blocks = plan_blocks(point, resources, opts, now)
+        return result, blocks.rows
     try:
         m = build_machine(point.spec, resources)
         app = app_of(point, resources)
@@ -339,7 +339,7 @@ def plan_point(
             r, res = _full(m, app, loads, opts)
             horizon, rounds = res.horizon_s, res.rounds
     except (ValueError, scheduler.Infeasible) as exc:  # ModelError, ParameterError are ValueErrors
-        raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
+        raise failed(point, exc) from exc
     notes = [*m.notes, *_floored_notes(r.floored)]
     result = PointResult(
         point.values,
@@ -357,33 +357,30 @@ def plan_point(
     return result, r.rows
 
 
+def failed(point: SpecPoint, exc: Exception) -> WhatIfError:
+    """``exc`` as a what-if error that names the point (its swept values, if any)."""
+    where = ", ".join(f"{k} = {v}" for k, v in point.values)
+    return WhatIfError(f"{where + ': ' if where else ''}{exc}")
+
+
 def _floored_notes(floored: Sequence[str]) -> list[str]:
     if not floored:
         return []
     return [f"{len(floored)} host class(es) planned at the CPU floor {core.CPU_FLOOR:g}"]
 
 
-def _plan_blocks(
-    point: SpecPoint, resources: Resources, opts: Options, where: str, now: float | None
-) -> tuple[PointResult, tuple[int, ...]]:
-    """A block2dim or block3dim point (:mod:`ppe.whatif.blockeval`); its "rows" are each
-    node's elements."""
-    result, r = plan_blocks(point, resources, opts, now)
-    return result, r.rows
-
-
 def plan_blocks(
     point: SpecPoint, resources: Resources, options: Options | None = None, now: float | None = None
 ) -> tuple[PointResult, BlockRound]:
     """A block2dim or block3dim point's prediction and the round behind it (each node's
-    elements and exchanges, which the simulated path runs)."""
+    elements, its "rows" in :func:`plan_point`, and exchanges, which the simulated path
+    runs)."""
     opts = options or Options()
-    where = ", ".join(f"{k} = {v}" for k, v in point.values)
     try:
         m = build_machine(point.spec, resources)
         r, settled = evaluate_blocks(m, app_of(point, resources), Loads(resources, now), opts)
     except (ValueError, scheduler.Infeasible) as exc:
-        raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
+        raise failed(point, exc) from exc
     result = PointResult(
         point.values,
         r.makespan,

@@ -567,22 +567,23 @@ class _Layout:
         leaves = self.split(self.ranks, whole, 0)
         per_axis = self.across(leaves)
         extra = [sum(x) for x in zip(*per_axis, strict=True)] if per_axis else [0.0] * len(leaves)
+        comm = [leaf.comm + c for leaf, c in zip(leaves, extra, strict=True)]
         counts: Counter[tuple[object, ...]] = Counter()
-        first: dict[tuple[object, ...], tuple[_Leaf, float, _Rank]] = {}
-        for r, leaf, c in zip(self.ranks, leaves, extra, strict=True):
+        first: dict[tuple[object, ...], tuple[_Leaf, float, _Rank, float]] = {}
+        for r, leaf, c, total in zip(self.ranks, leaves, extra, comm, strict=True):
             key = (id(leaf.time), c, r.segment, leaf.block.elements, self.load(r))
             counts[key] += 1
-            first.setdefault(key, (leaf, c, r))
+            first.setdefault(key, (leaf, c, r, total))
         classes = tuple(
             BlockClass(
                 r.segment,
                 leaf.block.elements,
                 counts[key],
                 shifted(leaf.time, c),
-                leaf.comm + c,
+                total,
                 self.load(r),
             )
-            for key, (leaf, c, r) in first.items()
+            for key, (leaf, c, r, total) in first.items()
         )
         found = BlockRound(
             _makespan(classes),
@@ -592,7 +593,7 @@ class _Layout:
             tuple(leaf.block.elements for leaf in leaves),
             self.grid,
             tuple(sorted(self.mixed_latency)),
-            tuple(leaf.comm + c for leaf, c in zip(leaves, extra, strict=True)),
+            tuple(comm),
         )
         return found, per_axis
 

@@ -21,9 +21,10 @@ are planned by the blocks' analytic path (:func:`ppe.whatif.analytic.plan_blocks
 with each node's block elements and its own faces' exchanges (``RunSpec.elements``,
 ``RunSpec.comm``).
 
-Links are the machine's (:mod:`ppe.whatif.machine`), constant: a node between two links of
-different bandwidths gets the harmonic mean (the same time for its two messages); the
-simulator has one latency, the largest of the chain's (noted when they differ).
+Links are the machine's (:mod:`ppe.whatif.machine`), constant. Strips: a node between two
+links of different bandwidths gets the harmonic mean (the same time for its two messages);
+the simulator has one latency, the largest of the chain's (noted when they differ). Blocks:
+each node's exchanges are priced per link by the plan.
 
 **Breakdown** per nodeset, means over its nodes and over the starts: ``compute`` is the time
 the node spent computing, ``communication`` its halo messages, ``waiting`` the makespan minus
@@ -49,7 +50,7 @@ from numpy.typing import NDArray
 from ppe.core import get_model
 from ppe.executors import ProgressFn
 from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simulate
-from ppe.whatif.analytic import WhatIfError, plan_blocks, plan_point
+from ppe.whatif.analytic import WhatIfError, failed, plan_blocks, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options, Spread
 from ppe.whatif.report import ABSENT, _value, aligned, nodeset_names
@@ -374,7 +375,8 @@ def _run_chunk(chunk: _Chunk) -> _ChunkResult:
         if blocks:
             result, r = plan_blocks(point, resources, opts, now)
             elements: list[float] | None = [float(e) for e in r.rows]
-            per_phase = np.asarray(r.comm) / (config.iterations * len(APP_PHASES[config.app]))
+            phases = max(config.iterations * len(APP_PHASES[config.app]), 1)
+            per_phase = np.asarray(r.comm) / phases
             comm: list[float] | None = per_phase.tolist()
             rows = tuple(1 for _ in r.rows)
             comms.append(np.asarray(r.comm))
@@ -497,8 +499,7 @@ def _run_task(chunk: _Chunk) -> _ChunkResult:
     except WhatIfError:
         raise
     except ValueError as exc:
-        where = ", ".join(f"{k} = {v}" for k, v in chunk.point.values)
-        raise WhatIfError(f"{where + ': ' if where else ''}{exc}") from exc
+        raise failed(chunk.point, exc) from exc
 
 
 def _assemble(

@@ -149,3 +149,20 @@ def test_a_cap_keeps_the_spread_between_modes() -> None:
     assert out.std == pytest.approx(spread_cap(0.5, (0.0, 1.0)))
     within = np.sqrt(np.mean([c[2] ** 2 for c in out.components]))
     assert within == pytest.approx(np.sqrt(0.25 - 0.16))
+
+
+def test_an_idle_new_host_still_widens() -> None:
+    """Eight samples of 1.0: the Bhatia-Davis bound at the range's edge is 0, but the cap
+    never goes below the stretched kernel floor, so the forecast is not a certainty."""
+    ts = np.arange(8.0)
+    dist = forecast_series(ts, np.ones(8), now=8.0, horizon_s=3600.0).distribution
+    assert dist.kind == "mixture" and dist.mean == pytest.approx(1.0)
+    assert dist.std == pytest.approx(_widening(1, CPU_ANALOG) * CPU_ANALOG.floor_std)
+
+
+def test_a_history_outside_the_range_is_capped_too() -> None:
+    """Means pulled into [0, 1] first, so the cap holds even for values a store let past."""
+    parts = [(1.0, Distribution("mixture", [(0.5, 0.0, 0.1), (0.5, 1.2, 0.1)], 0.6, 0.6, True, 9))]
+    out = _combined(parts, 3.0, (0.0, 1.2), 0, "unconditional", CPU_ANALOG)
+    assert max(c[1] for c in out.components) <= 1.0
+    assert out.std <= spread_cap(out.mean, (0.0, 1.0)) + 1e-12

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -180,3 +181,22 @@ def test_bad_inputs_are_rejected() -> None:
         simulate(bank, [run], SimConfig("sor", 10, 5), until=[float("nan")])
     with pytest.raises(ValueError, match="non-negative"):
         simulate(bank, [RunSpec([0], [1], [1.0], 0.0, None, -1)], SimConfig("sor", 10, 5))
+
+
+def test_blocks_give_their_elements_and_exchanges_by_hand() -> None:
+    """A block's elements and its exchanges per phase replace rows x n and the halo rows.
+    SOR, 2 iterations, benchmark 1 s/element, rate 1: host 0 has 30 elements and pays 2 s
+    a phase (15 + 2 + 15 + 2 = 34 s an iteration), host 1 has 20 and pays 5 (10 + 5 + 10 +
+    5 = 30 s); host 2 has no elements, so it neither computes nor pays its 100 s. Mixed in
+    one call with a strip run, which keeps its halo rows (n = 10, 80 B at 80 B/s: 1 s)."""
+    config = SimConfig("sor", n=10, iterations=2, bandwidth=80.0, latency=0.0)
+    bank = RateBank([([0.0], [1.0])])
+    block = RunSpec([0, 0, 0], [1, 1, 1], [1.0] * 3, 0.0, elements=[30, 20, 0], comm=[2, 5, 100])
+    strip = RunSpec([0, 0], [3, 2], [1.0, 1.0], 0.0)  # 15 + 1 + 15 + 1 = 32 s an iteration
+    got = simulate(bank, [block, strip], config)
+    assert got.makespan.tolist() == pytest.approx([68.0, 64.0])
+    assert got.busy[0, :3].tolist() == pytest.approx([60.0, 40.0, 0.0])
+    with pytest.raises(ValueError, match="one finite, non-negative entry per host"):
+        simulate(bank, [replace(block, comm=[1.0, float("nan"), 0.0])], config)
+    with pytest.raises(ValueError, match="constant links"):
+        simulate(bank, [replace(block, net=[0, 0, 0])], config, net_bank=bank)

@@ -709,8 +709,8 @@ def test_groups_of_the_same_members_draw_their_combined_speed_once(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """An 8 x 8 grid of one loaded nodeset: the eight bands are made of the same chain
-    representatives, so their combined speed is drawn once per composition (the draws are
-    seeded alike, so each band gets the value it drew before), and the layout is as before."""
+    representatives, so their combined speed is drawn once per composition; the draws are
+    seeded alike, so the layout, its sizes and its makespan are those of drawing per band."""
     import ppe.whatif.blockeval as blockeval
 
     text = blocks(cluster(number=64, n=800, load='{kind = "normal", mean = 0.8, std = 0.1}'))
@@ -726,13 +726,19 @@ def test_groups_of_the_same_members_draw_their_combined_speed_once(
         return real(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(blockeval, "_combined", counted)
-    layout = _Layout(m, app, Loads(res), None, Options())
-    layout.layout()
+    memo, _ = _Layout(m, app, Loads(res), None, Options()).layout()
     assert 1 <= len(calls) <= 3  # the first band (a chain end), the inner ones, the last
     samples = PlanOptions().schedule_samples
-    for members, value in layout.speeds.values():  # the value a fresh draw gives
-        again = real(list(members), [m.slots[0].load] * len(members), samples, 0)
-        assert np.array_equal(value.ppf(QS), again.ppf(QS))
+
+    def fresh(self: object, a: list[object], loads: list[object]) -> object:
+        return real(a, loads, samples, 0)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(blockeval._Layout, "combined_speed", fresh)
+    calls.clear()
+    each, _ = _Layout(m, app, Loads(res), None, Options()).layout()
+    assert len(calls) == 0 and each.rows == memo.rows  # (fresh bypasses the counter)
+    assert each.makespan.mean() == memo.makespan.mean()
+    assert np.array_equal(each.makespan.ppf(QS), memo.makespan.ppf(QS))
 
 
 QS = np.linspace(0.01, 0.99, 50)
