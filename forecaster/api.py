@@ -239,6 +239,10 @@ def series_distribution(
     if analog is None or analog.min_support <= 0:
         return replace(dist, support=0, fallback="unconditional")
     # Analogues were asked for but no window of the horizon is complete: the recent values
-    # say what the host did, not what it does over a whole horizon (at most one window).
+    # say what the host did, not what it does over a whole horizon. Their distribution (of
+    # single samples, wider than a window's mean would be) is widened as a new draw from
+    # that many samples (Student-t: 1.42x for six); one window's factor (7.9x) made a new
+    # sensor's few samples a forecast so wide that the planner starved or favoured the host
+    # at random.
     seen = xs[ts >= end - analog.lookback_s]
-    return widened(dist, 1, (float(seen.min()), float(seen.max())), analog)
+    return widened(dist, dist.n, (float(seen.min()), float(seen.max())), analog)

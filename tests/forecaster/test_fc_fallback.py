@@ -123,21 +123,29 @@ def new_host_with_one_outlier() -> tuple[np.ndarray, np.ndarray]:
 
 @pytest.mark.parametrize("horizon", [20.0, 3600.0, 3 * DAY])
 def test_a_new_hosts_widened_forecast_stays_a_possible_spread(horizon: float) -> None:
-    """With less history than one window the fallback is stretched by the Student-t factor of
-    one window (7.9x); it may be wide, but never wider than any distribution on [0, 1] with
-    that mean can be (it was 0.95 +/- 1.04, and the planner starved the host)."""
+    """With less history than one window the recent values are widened as a new draw from
+    that many samples (here eight: t with 7 degrees of freedom); wide, never wider than a
+    distribution on [0, 1] with that mean can be (one window's 7.9x once made it 0.95 +/-
+    1.04, and the planner starved the host)."""
     ts, x = new_host_with_one_outlier()
     dist = forecast_series(ts, x, now=8.0, horizon_s=horizon).distribution
     assert dist.fallback == "unconditional" and dist.support == 0
     assert dist.mean == pytest.approx(float(x.mean()))
-    cap = spread_cap(dist.mean, (0.0, 1.0))
-    assert dist.std == pytest.approx(cap, rel=1e-9)
-    assert dist.std > 1.5 * float(x.std())  # still widened: one short window says little
-    # the same stretch without the cap, as it was
-    loose = forecast_series(
-        ts, x, now=8.0, horizon_s=horizon, analog=replace(CPU_ANALOG, value_range=None)
-    ).distribution
-    assert loose.std > 4 * cap
+    assert dist.std == pytest.approx(_widening(8, CPU_ANALOG) * float(x.std()), rel=1e-9)
+    assert dist.std > 1.2 * float(x.std())  # still widened: eight samples say little
+    assert dist.std <= spread_cap(dist.mean, (0.0, 1.0))
+
+
+def test_a_stretch_beyond_the_range_is_capped() -> None:
+    """One window's stretch (7.9x) of those samples, as the fallback of a single window
+    gives it: capped at the Bhatia-Davis bound, and far wider without the cap."""
+    _, x = new_host_with_one_outlier()
+    fitted = Distribution("normal", [(1.0, float(x.mean()), float(x.std()))], 0.95, 0.13, False, 8)
+    capped = _combined([(1.0, fitted)], _widening(1, CPU_ANALOG), (0.6, 1.0), 0, None, CPU_ANALOG)
+    cap = spread_cap(capped.mean, (0.0, 1.0))
+    assert capped.std == pytest.approx(cap, rel=1e-9)
+    loose = replace(CPU_ANALOG, value_range=None)
+    assert _combined([(1.0, fitted)], _widening(1, loose), (0.6, 1.0), 0, None, loose).std > 4 * cap
 
 
 def test_a_cap_keeps_the_spread_between_modes() -> None:
@@ -157,7 +165,7 @@ def test_an_idle_new_host_still_widens() -> None:
     ts = np.arange(8.0)
     dist = forecast_series(ts, np.ones(8), now=8.0, horizon_s=3600.0).distribution
     assert dist.kind == "mixture" and dist.mean == pytest.approx(1.0)
-    assert dist.std == pytest.approx(_widening(1, CPU_ANALOG) * CPU_ANALOG.floor_std)
+    assert dist.std == pytest.approx(_widening(8, CPU_ANALOG) * CPU_ANALOG.floor_std)
 
 
 def test_a_history_outside_the_range_is_capped_too() -> None:
