@@ -219,9 +219,7 @@ def simulate(
     layout = _layout(runs, config, net_bank is not None)
     idx, work, nmsg, net_idx = layout.idx, layout.work, layout.nmsg, layout.net_idx
     msg = config.message_bytes()
-    const_comm = np.where(
-        np.isnan(layout.comm), nmsg * (config.latency + msg / config.bandwidth), layout.comm
-    )
+    const_comm = layout.comm
     R = len(runs)
     t = np.array([float(r.start) for r in runs])
     start = t.copy()
@@ -307,7 +305,7 @@ class _Layout:
     work: FloatArray  # (R, P) dedicated seconds of compute per iteration
     nmsg: FloatArray  # (R, P) messages per communication phase
     net_idx: IntArray  # (R, P) network bank index (0 when constant bandwidth)
-    comm: FloatArray  # (R, P) seconds per communication phase given by the run (NaN: none)
+    comm: FloatArray  # (R, P) seconds per communication phase over constant links
 
 
 def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layout:
@@ -319,7 +317,8 @@ def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layo
     net_idx = np.zeros((R, width), dtype=np.int64)
     work = np.zeros((R, width))
     nmsg = np.zeros((R, width))
-    comm = np.full((R, width), np.nan)
+    comm = np.zeros((R, width))
+    per_msg = config.latency + config.message_bytes() / config.bandwidth
     for i, run in enumerate(runs):
         p = len(run.hosts)
         if not (p == len(run.rows) == len(run.benchmark)):
@@ -337,13 +336,14 @@ def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layo
             if with_net:
                 raise ValueError("RunSpec.comm is for constant links, not a network bank")
             comm[i, :p] = np.where(elements > 0, _per_host(run.comm, p), 0.0)
-            comm[i, p:] = 0.0
         work[i, :p] = elements * np.asarray(run.benchmark, dtype=float)
         active = np.flatnonzero(elements > 0)
         if active.size > 1:
             nmsg[i, active] = 2.0
             nmsg[i, active[0]] = 1.0
             nmsg[i, active[-1]] = 1.0
+        if run.comm is None:  # the chain's halo rows over SimConfig's link
+            comm[i] = nmsg[i] * per_msg
     return _Layout(idx, work, nmsg, net_idx, comm)
 
 
