@@ -10,12 +10,16 @@ Method (docs/pmac.md has the numbers behind the choices):
   subtracted: memory figures are marginal bytes per second, and the per-call cost is a figure
   of its own (``overheads``) that signatures count separately.
 * **Memory curves**: for each working-set size (8 KiB up, x4 steps, to several times the last
-  cache level) and each pattern and kind: ``read unit`` = ``a.sum()``, ``rmw unit`` =
-  ``a += 1``; ``stride2`` = the same on one colour of a square red-black grid (``g[::2, ::2]``:
-  every other element of every other row, what a red-black sweep touches); ``read random`` =
-  ``np.take(a, idx, out=buf)``, ``rmw random`` = take, add, ``np.put`` (index and output
-  streams included; at most 2^17 random elements per call). Rates are bytes of elements
-  accessed per second.
+  cache level) and each pattern and kind: ``rmw unit`` = ``a += 1``; ``read unit`` = what one
+  more input operand adds to an element-wise pass, ``buf += v`` minus ``buf += 1`` over the
+  same ``buf`` (numpy code reads its arrays as ufunc operands, several streams in one loop;
+  ``a.sum()``, the kernel before session 33, took numpy's reduction loop, which such code does
+  not run, and priced every operand as a pass of its own: ppe-sor's sweep in cache came out
+  15-27 % slow); ``stride2`` = the same on one colour of a square red-black grid
+  (``g[::2, ::2]``: every other element of every other row, what a red-black sweep touches);
+  ``read random`` = ``np.take(a, idx, out=buf)``, ``rmw random`` = take, add, ``np.put``
+  (index and output streams included; at most 2^17 random elements per call). Rates are bytes
+  of elements accessed per second; the working set is the whole array, ``buf`` included.
 * **Times are CPU seconds of the process** (``time.process_time``): the machine's cores are
   shared, and wall time would mostly measure the wait for a core; memory stalls are CPU time,
   so contention still shows.
@@ -99,30 +103,53 @@ def _per_call(fn: Callable[[], object], min_time: float) -> float:
         calls *= 2 if dt < min_time / 8 else max(2, int(min_time / max(dt, 1e-9) * 1.2) + 1)
 
 
-def _kernel(pattern: str, kind: str, a: FloatArray, rng: np.random.Generator) -> tuple[Any, int]:
-    """The kernel for one pattern and kind over the array ``a`` (the working set), and the
-    bytes of elements it accesses per call."""
+@dataclass(frozen=True)
+class Kernel:
+    """A memory kernel: ``run`` accesses ``nbytes`` of elements per call; with a ``baseline``
+    the figure is the difference (``run`` minus ``baseline``: the cost of one more operand)."""
+
+    run: Callable[[], object]
+    nbytes: int
+    baseline: Callable[[], object] | None = None
+
+
+def _kernel(pattern: str, kind: str, a: FloatArray, rng: np.random.Generator) -> Kernel:
+    """The kernel for one pattern and kind over the array ``a`` (the working set)."""
     if pattern == "random":
         k = min(a.size, RANDOM_CAP)
         idx = rng.integers(0, a.size, size=k)
         buf = np.empty(k)
         if kind == "read":
-            return (lambda: np.take(a, idx, out=buf)), 8 * k
+            return Kernel(lambda: np.take(a, idx, out=buf), 8 * k)
 
         def rmw() -> None:
             np.take(a, idx, out=buf)
             np.add(buf, 1.0, out=buf)
             np.put(a, idx, buf)
 
-        return rmw, 8 * k
+        return Kernel(rmw, 8 * k)
+    if kind == "read":
+        v, acc = _operand_and_accumulator(pattern, a)
+        return Kernel(
+            lambda: np.add(acc, v, out=acc), 8 * v.size, lambda: np.add(acc, 1.0, out=acc)
+        )
     if pattern == "unit":
         v = a
     else:  # one colour of a square red-black grid: every other element of every other row
         side = max(2, int(np.sqrt(a.size)))
         v = a[: side * side].reshape(side, side)[::2, ::2]
-    if kind == "read":
-        return v.sum, 8 * v.size
-    return (lambda: np.add(v, 1.0, out=v)), 8 * v.size
+    return Kernel(lambda: np.add(v, 1.0, out=v), 8 * v.size)
+
+
+def _operand_and_accumulator(pattern: str, a: FloatArray) -> tuple[FloatArray, FloatArray]:
+    """A read's operand ``v`` (half of ``a``, or one colour of a grid in four fifths of it) and
+    a contiguous accumulator of its shape in the rest of ``a``."""
+    if pattern == "unit":
+        half = a.size // 2
+        return a[:half], a[half : 2 * half]
+    side = max(2, int(np.sqrt(a.size / 1.25)) // 2 * 2)
+    v = a[: side * side].reshape(side, side)[::2, ::2]
+    return v, a[side * side : side * side + v.size].reshape(v.shape)
 
 
 Key = tuple[str, str, int]  # pattern, kind, working-set bytes
@@ -142,19 +169,24 @@ class Sample:
 def _memory_sample(pattern: str, kind: str, a: FloatArray, cfg: ProbeConfig) -> Sample:
     """One repetition of one memory figure: the marginal rate with this moment's per-call
     cost (measured just before, on a 16-element array: numpy takes a slower path for one
-    element) subtracted."""
+    element) subtracted, and for a read the pass without the operand too."""
     rng = np.random.default_rng(a.size)
-    tiny, _ = _kernel(pattern, kind, np.ones(64 if pattern == "stride2" else 16), rng)
-    fn, nbytes = _kernel(pattern, kind, a, rng)
+    tiny = _kernel(pattern, kind, np.ones(64 if pattern == "stride2" else 16), rng)
+    kernel = _kernel(pattern, kind, a, rng)
     t0 = time.perf_counter()
-    overhead = _per_call(tiny, cfg.min_time / 2)
-    per_call = _per_call(fn, cfg.min_time)
-    marginal = max(per_call - overhead, 0.02 * per_call)
+    overhead = _per_call(tiny.run, cfg.min_time / 2)
+    per_call = _per_call(kernel.run, cfg.min_time)
+    marginal = per_call - overhead
+    if kernel.baseline is not None and tiny.baseline is not None:
+        base_overhead = _per_call(tiny.baseline, cfg.min_time / 2)
+        marginal -= _per_call(kernel.baseline, cfg.min_time) - base_overhead
+    marginal = max(marginal, 0.02 * per_call)
     return Sample(
-        nbytes / marginal,
+        kernel.nbytes / marginal,
         min(overhead / per_call, 0.99),
         time.perf_counter() - t0,
-        f"{kind} {pattern}: {nbytes} B accessed per call",
+        f"{kind} {pattern}: {kernel.nbytes} B accessed per call"
+        + (" (one more operand of a pass)" if kernel.baseline is not None else ""),
     )
 
 
