@@ -183,3 +183,58 @@ def test_rounds_take_every_figure_once_each_so_samples_span_the_probe(
             if c.copies == 1
         )
     assert len(p.flops["stencil"].samples) == 3 and len(p.overheads["call"].samples) == 3
+
+
+@pytest.mark.parametrize("pattern", ["unit", "stride2"])
+def test_a_read_is_one_more_operand_of_a_pass_inside_the_working_set(pattern: str) -> None:
+    """A read's operand and the pass's accumulator are disjoint views of the one working-set
+    array (so the size a figure is filed under is what the caches held), and the kernel adds
+    the operand into the accumulator: its baseline is the same pass without it."""
+    import numpy as np
+
+    import sensors.profile as probe
+
+    a = np.zeros(MIN_BYTES // 8)
+    kernel = probe._kernel(pattern, "read", a, np.random.default_rng(0))
+    v, acc = probe._operand_and_accumulator(pattern, a)
+    assert kernel.baseline is not None and kernel.nbytes == 8 * v.size
+    assert np.shares_memory(v, a) and np.shares_memory(acc, a)
+    assert not np.shares_memory(v, acc) and acc.shape == v.shape
+    side = 2 * v.shape[0] if pattern == "stride2" else 1
+    spanned = side * side + v.size if pattern == "stride2" else 2 * v.size
+    assert spanned >= 0.9 * a.size  # the grid (or operand) and the accumulator fill the set
+    v[...] = 2.0
+    kernel.run()
+    assert np.all(acc == 2.0)
+    kernel.baseline()
+    assert np.all(acc == 3.0)
+    assert probe._kernel(pattern, "rmw", a, np.random.default_rng(0)).baseline is None
+
+
+def test_a_read_figure_subtracts_the_pass_without_the_operand(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The rate is the operand's bytes over (pass - its per-call cost) - (baseline - its
+    per-call cost): timed calls are faked so the arithmetic is checked by hand."""
+    import numpy as np
+
+    import sensors.profile as probe
+
+    a = np.zeros(MIN_BYTES // 8)
+    times = {"tiny": 1e-6, "tiny_base": 0.8e-6, "run": 9e-6, "base": 4.8e-6}
+    tiny = probe._kernel("unit", "read", np.ones(16), np.random.default_rng(0))
+    big = probe._kernel("unit", "read", a, np.random.default_rng(0))
+    names = {
+        tiny.run: "tiny",
+        tiny.baseline: "tiny_base",
+        big.run: "run",
+        big.baseline: "base",
+    }
+    kernels = iter([tiny, big])
+    monkeypatch.setattr(probe, "_kernel", lambda *args: next(kernels))
+    monkeypatch.setattr(probe, "_per_call", lambda fn, _t: times[names[fn]])
+    sample = probe._memory_sample("unit", "read", a, SMALL)
+    expected = big.nbytes / ((9e-6 - 1e-6) - (4.8e-6 - 0.8e-6))
+    assert sample.value == pytest.approx(expected)
+    assert sample.overhead_fraction == pytest.approx(1 / 9)
+    assert "one more operand" in sample.method
