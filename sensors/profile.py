@@ -74,6 +74,7 @@ FloatArray = npt.NDArray[np.float64]
 RANDOM_CAP = 1 << 17  # random elements per call: bounds the time at large working sets
 METHOD = (
     "numpy kernels, CPU time (process_time), per-call overhead subtracted, "
+    "a read as one more operand of an element-wise pass, "
     "repetitions in rounds, median"
 )
 
