@@ -60,6 +60,10 @@ class ExecutionPlan:
     left_out_s: float  # traced seconds of the phases not kept
     repeats: int
     warmup: int
+    #: untimed rounds before the first timed one until their traced time reaches this: a
+    #: process runs its first tens of milliseconds slow (ppe-sor n=1000: its first 60
+    #: half-sweeps 5-17 % slower than the rest), and a short signature run would be all warm-up
+    settle_s: float = 0.0
 
     def runs(self, phase: PlannedPhase) -> int:
         """Timed executions of ``phase``'s step: ``repeats``, but at most half as often as the
@@ -76,8 +80,9 @@ class ExecutionPlan:
         steps = [p for p in self.phases if p.step != SETUP]
         # a first, untimed round of the phases timed more than once: the first run after the
         # set-up meets cold caches and pages the program has not touched yet
+        warm = [p for p in steps if self.runs(p) > 1]
         out: list[tuple[PlannedPhase, int, bool]] = [
-            (p, p.step, False) for p in steps if self.runs(p) > 1
+            (p, p.step, False) for p in warm * self._warm_rounds(warm)
         ]
         for r in range(max((self.runs(p) for p in steps), default=0)):
             for p in steps:
@@ -86,6 +91,15 @@ class ExecutionPlan:
                 out += [(p, k, False) for k in range(max(p.step - self.warmup, 0), p.step)]
                 out.append((p, p.step, True))
         return out
+
+    def _warm_rounds(self, warm: Sequence[PlannedPhase]) -> int:
+        """Untimed rounds: one, or as many as reach ``settle_s`` of traced time, but never
+        more untimed steps than the traced run had steps."""
+        per_round = math.fsum(p.traced_mean_s for p in warm)
+        if not warm or self.settle_s <= 0 or per_round <= 0:
+            return 1
+        cap = max(1, sum(p.weight for p in self.phases if p.step != SETUP) // len(warm))
+        return max(1, min(math.ceil(self.settle_s / per_round), cap))
 
     def schedule(self) -> list[tuple[int, int]]:
         """(phase id, step) in execution order, the set-up excluded (the application runs it
@@ -108,10 +122,14 @@ class ExecutionPlan:
         return out
 
 
-def execution_plan(analysis: Mapping[str, Any], repeats: int = 3, warmup: int = 1) -> ExecutionPlan:
+def execution_plan(
+    analysis: Mapping[str, Any], repeats: int = 3, warmup: int = 1, settle_s: float = 0.0
+) -> ExecutionPlan:
     """The plan for a signature as ``ppe pas2p analyze --json`` writes it."""
-    if repeats < 1 or warmup < 0:
-        raise SignatureFileError(f"repeats must be >= 1 and warmup >= 0, not {repeats}, {warmup}")
+    if repeats < 1 or warmup < 0 or not settle_s >= 0:
+        raise SignatureFileError(
+            f"repeats must be >= 1, warmup and settle >= 0, not {repeats}, {warmup}, {settle_s}"
+        )
     try:
         phases = {int(p["id"]): p for p in analysis["phases"]}
         kept = [int(i) for i in analysis["signature"]]
@@ -140,7 +158,7 @@ def execution_plan(analysis: Mapping[str, Any], repeats: int = 3, warmup: int = 
         )
     planned.sort(key=lambda p: p.step)
     kept_s = math.fsum(p.traced_total_s for p in planned)
-    return ExecutionPlan(planned, traced, max(traced - kept_s, 0.0), repeats, warmup)
+    return ExecutionPlan(planned, traced, max(traced - kept_s, 0.0), repeats, warmup, settle_s)
 
 
 @dataclass(frozen=True)

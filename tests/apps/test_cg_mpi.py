@@ -78,7 +78,9 @@ def test_cg_matches_one_process_its_phases_are_its_steps_and_its_signature_runs(
     # --signature runs each phase's first step and predicts the run
     sig_file = tmp_path / "sig.json"
     sig_file.write_text(json.dumps(to_dict(sig)))
-    run = run_cg(2, *RUN, "--signature", str(sig_file), "--repeats", "2", "--warmup", "1")
+    run = run_cg(
+        2, *RUN, "--signature", str(sig_file), "--repeats", "2", "--warmup", "1", "--settle", "0"
+    )
     assert run.code == 0, run.stderr
     out = run.summary
     # each phase's typical step, at most twice and at most half as often as it occurs, each time

@@ -47,7 +47,9 @@ def test_signature_runs_each_kept_phase_and_predicts_the_run(sig_file: Path) -> 
     kept = [p for p in analysis["phases"] if p["kept"]]
     weights = sorted(p["weight"] for p in kept)
     assert sum(weights) == 1 + 60  # the set-up and the 60 half-sweeps
-    run = run_sor(2, *RUN, "--signature", str(sig_file), "--repeats", "2", "--warmup", "1")
+    run = run_sor(
+        2, *RUN, "--signature", str(sig_file), "--repeats", "2", "--warmup", "1", "--settle", "0"
+    )
     assert run.code == 0, run.stderr
     out = run.summary
     timed = [p for p in kept if p["step"] != SETUP]
@@ -66,6 +68,26 @@ def test_signature_runs_each_kept_phase_and_predicts_the_run(sig_file: Path) -> 
     assert low <= out["predicted_s"] <= high
     assert [r["rows"] for r in out["ranks"]] == [24, 24]
     assert all(r["benchmark"] > 0 for r in out["ranks"])
+
+
+def test_settling_runs_untimed_rounds_first_at_most_as_many_steps_as_the_run(
+    sig_file: Path,
+) -> None:
+    """``--settle`` far beyond the run: the untimed rounds stop at the run's own 60
+    half-sweeps, and the timed steps are those of a run without settling."""
+    analysis = json.loads(sig_file.read_text())
+    timed = [p for p in analysis["phases"] if p["kept"] and p["step"] != SETUP]
+    runs = {p["id"]: max(1, min(2, p["weight"] // 2)) for p in timed}
+    warm = sum(r > 1 for r in runs.values())
+    args = ("--signature", str(sig_file), "--repeats", "2", "--warmup", "1", "--settle", "1e6")
+    run = run_sor(2, *RUN, *args)
+    assert run.code == 0, run.stderr
+    out = run.summary
+    timed_steps = sum(runs[p["id"]] * (2 if p["step"] > 0 else 1) for p in timed)
+    assert out["steps"] == warm * (60 // warm) + timed_steps
+    assert all(p["runs"] == runs.get(p["id"], 1) for p in out["phases"])
+    bad = run_sor(1, *RUN, "--signature", str(sig_file), "--settle", "-1")
+    assert bad.code != 0 and "--settle" in bad.stderr
 
 
 def test_a_probe_holds_the_rows_it_is_given(sig_file: Path) -> None:

@@ -130,3 +130,21 @@ def test_a_phase_runs_its_typical_occurrence_not_its_cold_start() -> None:
     a = analysis()
     a["phases"][1]["step"] = 42  # the typical step wins over the first occurrence's
     assert [p.step for p in execution_plan(a).phases] == [SETUP, 9, 42]
+
+
+def test_settling_runs_untimed_rounds_until_their_traced_time_reaches_it() -> None:
+    """A round of the phases timed more than once takes 0.01 + 0.05 s traced; settling for
+    0.2 s runs four untimed rounds before the timed ones (0.24 s), and never more untimed
+    steps than the run had (110 steps: at most 55 rounds of two)."""
+    plan = execution_plan(analysis(), repeats=3, warmup=1, settle_s=0.2)
+    assert plan.schedule() == [(1, 0), (2, 9)] * 4 + [(1, 0), (2, 8), (2, 9)] * 3
+    assert plan.timed() == [False] * 8 + [True, False, True] * 3
+    assert execution_plan(analysis(), repeats=3, settle_s=0.0).schedule()[:3] == [
+        (1, 0),
+        (2, 9),
+        (1, 0),
+    ]
+    capped = execution_plan(analysis(), repeats=3, warmup=0, settle_s=1e6)
+    assert capped.timed().count(False) == 2 * 55
+    with pytest.raises(SignatureFileError, match="settle"):
+        execution_plan(analysis(), settle_s=-1.0)
