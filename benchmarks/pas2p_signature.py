@@ -82,14 +82,23 @@ def traced(case: Case, tmp: Path, name: str) -> tuple[float, list[Path]]:
     return max(e.end for e in events) - min(e.start for e in events), files
 
 
-def sig_run(case: Case, sig: Path, repeats: int, settle: float | None = None) -> dict[str, Any]:
+def sig_run(case: Case, sig: Path, repeats: int, *extra: str) -> dict[str, Any]:
     """Traced as the full runs are (to a scratch file), so both carry the tracer's cost;
-    ``settle``: the application's ``--settle`` (None: its default)."""
+    ``extra``: more of the application's options (``--warmup``, ``--settle``)."""
     scratch = sig.with_suffix(".sigrun.jsonl")
-    extra = () if settle is None else ("--settle", str(settle))
     return launch(
         case, "--signature", str(sig), "--repeats", str(repeats), "--trace", str(scratch), *extra
     )
+
+
+def tuned(args: argparse.Namespace) -> tuple[str, ...]:
+    """The signature options given on the command line (the applications' defaults else)."""
+    out: tuple[str, ...] = ()
+    if args.warmup is not None:
+        out += ("--warmup", str(args.warmup))
+    if args.settle is not None:
+        out += ("--settle", str(args.settle))
+    return out
 
 
 def loadgens(trace: Path, offset: float) -> list[subprocess.Popen[bytes]]:
@@ -114,12 +123,12 @@ def run_case(case: Case, args: argparse.Namespace, tmp: Path, load: Path) -> dic
     sig = signature(logical_trace(read_traces(files)), keep=0.99, tolerance=0.5)
     sig_file = tmp / f"{case.app}-{case.n}.json"
     sig_file.write_text(json.dumps(to_dict(sig)))
-    full, preds, unsettled = [], [], []
+    full, preds, defaults = [], [], []
     for i in range(args.runs):
         full.append(traced(case, tmp, f"{case.app}-{case.n}-{i}")[0])
-        preds.append(sig_run(case, sig_file, args.repeats, args.settle))
-        if args.compare_settle:
-            unsettled.append(sig_run(case, sig_file, args.repeats, settle=0.0)["predicted_s"])
+        preds.append(sig_run(case, sig_file, args.repeats, *tuned(args)))
+        if args.compare_defaults:
+            defaults.append(sig_run(case, sig_file, args.repeats)["predicted_s"])
     actual = statistics.median(full)
     errors = [p["predicted_s"] / actual - 1 for p in preds]
     costs = [p["cost_s"] / actual for p in preds]
@@ -128,7 +137,7 @@ def run_case(case: Case, args: argparse.Namespace, tmp: Path, load: Path) -> dic
     for k in range(args.loaded):
         procs = loadgens(load, args.load_offset + 300 * k + 5)
         try:
-            p = sig_run(case, sig_file, args.loaded_repeats)
+            p = sig_run(case, sig_file, args.loaded_repeats, *tuned(args))
             real = traced(case, tmp, f"{case.app}-{case.n}-loaded-{k}")[0]
         finally:
             stop(procs)
@@ -152,7 +161,7 @@ def run_case(case: Case, args: argparse.Namespace, tmp: Path, load: Path) -> dic
         "errors": errors,
         "costs": costs,
         "inside_dedicated": inside,
-        "unsettled_predicted_s": unsettled,
+        "defaults_predicted_s": defaults,
         "loaded": loaded,
     }
 
@@ -165,14 +174,13 @@ def main() -> None:
     ap.add_argument("--loaded-repeats", type=int, default=10, help="timed runs per phase, loaded")
     ap.add_argument("--load-offset", type=float, default=86_400.0, help="trace s of the first")
     ap.add_argument("--quick", action="store_true", help="one small SOR case")
+    ap.add_argument("--warmup", type=int, help="the applications' --warmup (their default)")
+    ap.add_argument("--settle", type=float, help="the applications' --settle (their default)")
     ap.add_argument(
-        "--settle", type=float, help="the applications' --settle, dedicated runs (their default)"
-    )
-    ap.add_argument(
-        "--compare-settle",
+        "--compare-defaults",
         action="store_true",
-        help="after each dedicated signature run, one more with --settle 0 (the unsettled "
-        "prediction beside it)",
+        help="after each dedicated signature run, one more with the applications' defaults "
+        "(its prediction beside the tuned one)",
     )
     ap.add_argument("--json", type=Path, help="write every figure here")
     args = ap.parse_args()
@@ -192,11 +200,11 @@ def main() -> None:
                 f"{max(r['costs']):.1%} at most; dedicated intervals holding the median "
                 f"{sum(r['inside_dedicated'])}/{len(r['inside_dedicated'])}"
             )
-            if r["unsettled_predicted_s"]:
+            if r["defaults_predicted_s"]:
                 actual = statistics.median(r["full_s"])
                 print(
-                    "  without settling: median prediction "
-                    f"{statistics.median(r['unsettled_predicted_s']) / actual - 1:+.1%}, with: "
+                    "  with the defaults: median prediction "
+                    f"{statistics.median(r['defaults_predicted_s']) / actual - 1:+.1%}, tuned: "
                     f"{statistics.median(r['predicted_s']) / actual - 1:+.1%} of the median run"
                 )
             for x in r["loaded"]:

@@ -37,7 +37,11 @@ __all__ = [
 ]
 
 
-def add_signature_options(p: argparse.ArgumentParser) -> None:
+def add_signature_options(
+    p: argparse.ArgumentParser, warmup: int = 1, warmup_share: float = 0.0
+) -> None:
+    """``warmup``: the program's default count of untimed steps before each timed one;
+    ``warmup_share``: the share of the traced run they may take (0: no limit)."""
     p.add_argument(
         "--signature",
         type=Path,
@@ -46,7 +50,17 @@ def add_signature_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--repeats", type=int, default=3, help="timed runs of each phase (3)")
     p.add_argument(
-        "--warmup", type=int, default=1, help="untimed program steps before each timed one (1)"
+        "--warmup",
+        type=int,
+        default=warmup,
+        help=f"untimed program steps before each timed one ({warmup})",
+    )
+    p.add_argument(
+        "--warmup-share",
+        type=float,
+        default=warmup_share,
+        help="fewer warm-up steps (down to one) where theirs would take more than this share "
+        f"of the traced run ({warmup_share}; 0: no limit)",
     )
     p.add_argument(
         "--settle",
@@ -59,6 +73,8 @@ def add_signature_options(p: argparse.ArgumentParser) -> None:
 def check_signature_options(args: argparse.Namespace) -> str | None:
     if args.repeats < 1 or args.warmup < 0 or not args.settle >= 0:
         return "--repeats must be at least 1, --warmup and --settle at least 0"
+    if not 0 <= args.warmup_share <= 1:
+        return "--warmup-share must be in [0, 1]"
     if args.signature is not None and not args.signature.is_file():
         return f"--signature {args.signature}: no such file"
     return None
@@ -107,7 +123,7 @@ def load_signature(args: argparse.Namespace) -> ExecutionPlan | None:
         raise SignatureFileError(f"--signature {path}: {exc}") from exc
     if not isinstance(analysis, dict):
         raise SignatureFileError(f"--signature {path}: not a JSON object")
-    return execution_plan(analysis, args.repeats, args.warmup, args.settle)
+    return execution_plan(analysis, args.repeats, args.warmup, args.settle, args.warmup_share)
 
 
 def timed_mean(

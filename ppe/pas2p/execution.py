@@ -64,6 +64,9 @@ class ExecutionPlan:
     #: process runs its first tens of milliseconds slow (ppe-sor n=1000: its first 60
     #: half-sweeps 5-17 % slower than the rest), and a short signature run would be all warm-up
     settle_s: float = 0.0
+    #: >0: fewer warm-up steps than ``warmup`` (down to one) when theirs would take more than
+    #: this share of the traced run (at the kept phases' mean step time)
+    warmup_share: float = 0.0
 
     def runs(self, phase: PlannedPhase) -> int:
         """Timed executions of ``phase``'s step: ``repeats``, but at most half as often as the
@@ -73,10 +76,10 @@ class ExecutionPlan:
 
     def entries(self) -> list[tuple[PlannedPhase, int, bool]]:
         """(phase, step, timed) in execution order: an untimed round, then rounds of every
-        phase still to run, in step order, each timed step right after the ``warmup`` steps
-        that precede it in the program (untimed), so it starts from the state its predecessor
-        leaves (the caches a matrix-vector product finds after an update, not after a
-        checkpoint)."""
+        phase still to run, in step order, each timed step right after the steps that precede
+        it in the program (untimed; :meth:`steps_before`), so it starts from the state its
+        predecessors leave (the caches a matrix-vector product finds after an update, not
+        after a checkpoint)."""
         steps = [p for p in self.phases if p.step != SETUP]
         # a first, untimed round of the phases timed more than once: the first run after the
         # set-up meets cold caches and pages the program has not touched yet
@@ -84,13 +87,30 @@ class ExecutionPlan:
         out: list[tuple[PlannedPhase, int, bool]] = [
             (p, p.step, False) for p in warm * self._warm_rounds(warm)
         ]
+        before = self.steps_before()
         for r in range(max((self.runs(p) for p in steps), default=0)):
             for p in steps:
                 if r >= self.runs(p):
                     continue
-                out += [(p, k, False) for k in range(max(p.step - self.warmup, 0), p.step)]
+                out += [(p, k, False) for k in range(max(p.step - before, 0), p.step)]
                 out.append((p, p.step, True))
         return out
+
+    def steps_before(self) -> int:
+        """Untimed program steps before each timed one: ``warmup``, or the most (at least one)
+        whose traced time stays within ``warmup_share`` of the run. A long warm-up matters
+        where a step's caches depend on several steps before it (ppe-cg at n = 1000) and costs
+        most where steps are long (ppe-cg at n = 2000, DRAM-bound, where it does not matter)."""
+        timed = [(p, self.runs(p)) for p in self.phases if p.step != SETUP]
+        occurrences = sum(p.weight for p, _ in timed)
+        if self.warmup <= 1 or self.warmup_share <= 0 or not occurrences:
+            return self.warmup
+        step_s = math.fsum(p.traced_total_s for p, _ in timed) / occurrences
+        budget = self.warmup_share * self.traced_s
+        for w in range(self.warmup, 1, -1):
+            if step_s * sum(r * min(w, p.step) for p, r in timed) <= budget:
+                return w
+        return 1
 
     def _warm_rounds(self, warm: Sequence[PlannedPhase]) -> int:
         """Untimed rounds: one, or as many as reach ``settle_s`` of traced time, but never
@@ -123,12 +143,17 @@ class ExecutionPlan:
 
 
 def execution_plan(
-    analysis: Mapping[str, Any], repeats: int = 3, warmup: int = 1, settle_s: float = 0.0
+    analysis: Mapping[str, Any],
+    repeats: int = 3,
+    warmup: int = 1,
+    settle_s: float = 0.0,
+    warmup_share: float = 0.0,
 ) -> ExecutionPlan:
     """The plan for a signature as ``ppe pas2p analyze --json`` writes it."""
-    if repeats < 1 or warmup < 0 or not settle_s >= 0:
+    if repeats < 1 or warmup < 0 or not settle_s >= 0 or not 0 <= warmup_share <= 1:
         raise SignatureFileError(
-            f"repeats must be >= 1, warmup and settle >= 0, not {repeats}, {warmup}, {settle_s}"
+            "repeats must be >= 1, warmup and settle >= 0 and the warm-up share in [0, 1], not "
+            f"{repeats}, {warmup}, {settle_s}, {warmup_share}"
         )
     try:
         phases = {int(p["id"]): p for p in analysis["phases"]}
@@ -158,7 +183,9 @@ def execution_plan(
         )
     planned.sort(key=lambda p: p.step)
     kept_s = math.fsum(p.traced_total_s for p in planned)
-    return ExecutionPlan(planned, traced, max(traced - kept_s, 0.0), repeats, warmup, settle_s)
+    return ExecutionPlan(
+        planned, traced, max(traced - kept_s, 0.0), repeats, warmup, settle_s, warmup_share
+    )
 
 
 @dataclass(frozen=True)

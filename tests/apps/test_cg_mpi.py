@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppe.apps.cg.main import CG_WARMUP
 from ppe.apps.cg.numerics import Problem, solve_reference
 from ppe.apps.cg.steps import Schedule
 from ppe.pas2p import logical_trace, read_traces, signature
@@ -101,6 +102,12 @@ def test_cg_matches_one_process_its_phases_are_its_steps_and_its_signature_runs(
     assert all(
         set(r["compute_s"]) == {"matvec", "update", "check", "checkpoint"} for r in out["ranks"]
     )
+    # by default ppe-cg warms each timed step up with the CG_WARMUP steps before it (here
+    # without the limit on their share of the run)
+    run = run_cg(2, *RUN, "--signature", str(sig_file), "--repeats", "2", "--warmup-share", "0")
+    assert run.code == 0, run.stderr
+    before = {i: min(CG_WARMUP, max(step, 0)) for i, step in steps.items()}
+    assert run.summary["steps"] == warm + sum(r * (1 + before[i]) for i, r in runs.items())
 
     # a small grid converges: the checks stop the run below the tolerance
     run = run_cg(2, "--n", "16", "--iterations", "500", "--check-every", "1", "--tolerance", "1e-8")

@@ -26,6 +26,8 @@ from ppe.malloc import keep_heap
 from ppe.pas2p.execution import ExecutionPlan, SignatureFileError
 
 EXIT_BAD_INPUT = 2
+CG_WARMUP = 3  # untimed steps before each timed one in a signature run (see build_parser)
+CG_WARMUP_SHARE = 0.05  # of the traced run, at most, for those warm-ups
 
 
 def parser() -> argparse.ArgumentParser:
@@ -62,7 +64,11 @@ def parser() -> argparse.ArgumentParser:
         help="keep numpy's temporaries in the heap (ppe/malloc.py; default on)",
     )
     p.add_argument("--trace", help="per-rank JSON-lines event log (FILE.<rank> or {rank} in FILE)")
-    add_signature_options(p)
+    # a matrix-vector product timed after one update ran 13-17 % slower than in the run at
+    # n = 1000 (one step does not rebuild what the caches held); after three, within 4 %. At
+    # n = 2000 three doubled the signature's cost for nothing: at most 5 % of the run goes to
+    # warm-ups (docs/pas2p.md, "Warm-up")
+    add_signature_options(p, warmup=CG_WARMUP, warmup_share=CG_WARMUP_SHARE)
     p.add_argument("--stall-timeout", type=float, default=120.0, help="s without progress: abort")
     p.add_argument(
         "--verify-max", type=int, default=256, help="compare with one process up to this n"
