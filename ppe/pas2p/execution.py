@@ -67,6 +67,9 @@ class ExecutionPlan:
     #: >0: fewer warm-up steps than ``warmup`` (down to one) when theirs would take more than
     #: this share of the traced run (at the kept phases' mean step time)
     warmup_share: float = 0.0
+    #: kept phases that are not run (they occur once): predicted from their traced time,
+    #: scaled with the left-out ones (:func:`_worth_running`)
+    scaled: tuple[int, ...] = ()
 
     def runs(self, phase: PlannedPhase) -> int:
         """Timed executions of ``phase``'s step: ``repeats``, but at most half as often as the
@@ -182,10 +185,31 @@ def execution_plan(
             PlannedPhase(pid, step, int(p["weight"]), float(p["mean_s"]), float(p["sd_s"]))
         )
     planned.sort(key=lambda p: p.step)
-    kept_s = math.fsum(p.traced_total_s for p in planned)
+    run = _worth_running(planned)
+    kept_s = math.fsum(p.traced_total_s for p in run)
     return ExecutionPlan(
-        planned, traced, max(traced - kept_s, 0.0), repeats, warmup, settle_s, warmup_share
+        run,
+        traced,
+        max(traced - kept_s, 0.0),
+        repeats,
+        warmup,
+        settle_s,
+        warmup_share,
+        tuple(p.id for p in planned if p not in run),
     )
+
+
+def _worth_running(planned: list[PlannedPhase]) -> list[PlannedPhase]:
+    """The kept phases a signature run executes: all but those that occur once (the set-up
+    aside, which runs anyway). Running one occurrence of a phase seen once costs its whole
+    share of the run and saves nothing (ppe-cg at n = 2000: three such checkpoints and the
+    closing collectives were 40 % of the signature's cost); they are predicted like the phases
+    left out, at their traced time scaled as the measured ones ran. When nothing else is
+    kept, they run."""
+    repeated = [p for p in planned if p.step == SETUP or p.weight > 1]
+    if not any(p.step != SETUP for p in repeated):
+        return planned
+    return repeated
 
 
 @dataclass(frozen=True)

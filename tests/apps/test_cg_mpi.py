@@ -86,11 +86,18 @@ def test_cg_matches_one_process_its_phases_are_its_steps_and_its_signature_runs(
     out = run.summary
     # each phase's typical step, at most twice and at most half as often as it occurs, each time
     # right after the step before it (untimed, except before step 0)
-    runs = {p.id: max(1, min(2, p.weight // 2)) for p in sig.phases if p.typical_step != SETUP}
+    # (the checkpoints seen once are scaled, not run)
+    runs = {
+        p.id: max(1, min(2, p.weight // 2))
+        for p in sig.phases
+        if p.typical_step != SETUP and p.weight > 1
+    }
     steps = {p.id: p.typical_step for p in sig.phases}
     warm = sum(r > 1 for r in runs.values())  # an untimed first round of those timed twice
     assert out["steps"] == warm + sum(r * (2 if steps[i] > 0 else 1) for i, r in runs.items())
-    assert {p["id"] for p in out["phases"]} == {p.id for p in sig.phases}
+    assert {p["id"] for p in out["phases"]} == {
+        p.id for p in sig.phases if p.typical_step == SETUP or p.weight > 1
+    }
     for p in out["phases"]:
         assert p["runs"] == (1 if p["step"] == SETUP else runs[p["id"]])
         assert all(t > 0 for t in p["times_s"])
@@ -99,9 +106,7 @@ def test_cg_matches_one_process_its_phases_are_its_steps_and_its_signature_runs(
     low, high = out["interval_s"]
     assert math.isfinite(out["predicted_s"]) and low <= out["predicted_s"] <= high
     assert [r["rows"] for r in out["ranks"]] == [32, 32]
-    assert all(
-        set(r["compute_s"]) == {"matvec", "update", "check", "checkpoint"} for r in out["ranks"]
-    )
+    assert all(set(r["compute_s"]) == {"matvec", "update", "check"} for r in out["ranks"])
     # by default ppe-cg warms each timed step up with the CG_WARMUP steps before it (here
     # without the limit on their share of the run)
     run = run_cg(2, *RUN, "--signature", str(sig_file), "--repeats", "2", "--warmup-share", "0")

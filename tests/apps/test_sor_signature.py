@@ -52,13 +52,16 @@ def test_signature_runs_each_kept_phase_and_predicts_the_run(sig_file: Path) -> 
     )
     assert run.code == 0, run.stderr
     out = run.summary
-    timed = [p for p in kept if p["step"] != SETUP]
+    # the phases seen once (the last half-sweep) are scaled, not run
+    timed = [p for p in kept if p["step"] != SETUP and p["weight"] > 1]
+    run_ids = {p["id"] for p in kept if p["step"] == SETUP or p["weight"] > 1}
+    assert len(run_ids) < len(kept)
     # each phase's typical step, at most twice and at most half as often as it occurs, each time
     # right after the step before it (untimed, except before step 0)
     runs = {p["id"]: max(1, min(2, p["weight"] // 2)) for p in timed}
     warm = sum(r > 1 for r in runs.values())  # an untimed first round of those timed twice
     assert out["steps"] == warm + sum(runs[p["id"]] * (2 if p["step"] > 0 else 1) for p in timed)
-    assert {p["id"] for p in out["phases"]} == {p["id"] for p in kept}
+    assert {p["id"] for p in out["phases"]} == run_ids
     for p in out["phases"]:
         assert p["runs"] == (1 if p["step"] == SETUP else runs[p["id"]])
         assert all(t > 0 for t in p["times_s"])
@@ -73,10 +76,11 @@ def test_signature_runs_each_kept_phase_and_predicts_the_run(sig_file: Path) -> 
 def test_settling_runs_untimed_rounds_first_at_most_as_many_steps_as_the_run(
     sig_file: Path,
 ) -> None:
-    """``--settle`` far beyond the run: the untimed rounds stop at the run's own 60
-    half-sweeps, and the timed steps are those of a run without settling."""
+    """``--settle`` far beyond the run: the untimed rounds stop at the half-sweeps of the
+    phases run (not the last, which occurs once and is scaled), and the timed steps are those
+    of a run without settling."""
     analysis = json.loads(sig_file.read_text())
-    timed = [p for p in analysis["phases"] if p["kept"] and p["step"] != SETUP]
+    timed = [p for p in analysis["phases"] if p["kept"] and p["step"] != SETUP and p["weight"] > 1]
     runs = {p["id"]: max(1, min(2, p["weight"] // 2)) for p in timed}
     warm = sum(r > 1 for r in runs.values())
     args = ("--signature", str(sig_file), "--repeats", "2", "--warmup", "1", "--settle", "1e6")
@@ -84,7 +88,9 @@ def test_settling_runs_untimed_rounds_first_at_most_as_many_steps_as_the_run(
     assert run.code == 0, run.stderr
     out = run.summary
     timed_steps = sum(runs[p["id"]] * (2 if p["step"] > 0 else 1) for p in timed)
-    assert out["steps"] == warm * (60 // warm) + timed_steps
+    half_sweeps = sum(p["weight"] for p in timed)
+    assert half_sweeps < 60
+    assert out["steps"] == warm * (half_sweeps // warm) + timed_steps
     assert all(p["runs"] == runs.get(p["id"], 1) for p in out["phases"])
     bad = run_sor(1, *RUN, "--signature", str(sig_file), "--settle", "-1")
     assert bad.code != 0 and "--settle" in bad.stderr

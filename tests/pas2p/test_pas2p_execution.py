@@ -116,7 +116,10 @@ def test_the_real_fixture_maps_phases_to_half_sweeps() -> None:
     assert steps[9] == 19
     plan = execution_plan(to_dict(sig))
     assert plan.phases[0].step == SETUP
-    assert plan.left_out_s == pytest.approx(0.0, abs=1e-9)
+    # the last half-sweep occurs once: it is not run but scaled, and is all that is left out
+    (last,) = [p for p in sig.phases if p.weight == 1 and p.first_step != SETUP]
+    assert plan.scaled == (last.id,)
+    assert plan.left_out_s == pytest.approx(last.total, rel=1e-9)
 
 
 def test_a_phase_runs_its_typical_occurrence_not_its_cold_start() -> None:
@@ -164,3 +167,24 @@ def test_warm_ups_shrink_to_their_share_of_the_run() -> None:
     assert execution_plan(analysis(), warmup=0, warmup_share=0.01).steps_before() == 0
     with pytest.raises(SignatureFileError, match="share"):
         execution_plan(analysis(), warmup_share=1.5)
+
+
+def test_a_phase_seen_once_is_scaled_not_run() -> None:
+    """Phase 3 occurs once (0.3 s at step 20): running it would cost its whole share. It is
+    predicted like a left-out phase: 0.3 s times how the run phases ran against their trace
+    (here 1.2 x: 0.6 + 1.2 + 0.6 s measured where the trace had 0.5 + 1.0 + 0.5)."""
+    a = analysis()
+    a["phases"].append({"id": 3, "weight": 1, "mean_s": 0.3, "sd_s": 0.0, "step": 20})
+    a["signature"].append(3)
+    a["traced_s"] = 2.3
+    plan = execution_plan(a, repeats=3, warmup=0)
+    assert [p.id for p in plan.phases] == [0, 1, 2] and plan.scaled == (3,)
+    assert plan.left_out_s == pytest.approx(0.3)
+    assert all(pid != 3 for pid, _ in plan.schedule())
+    got = predict(plan, {0: [0.6], 1: [0.012] * 3, 2: [0.06] * 3})
+    assert got.mean_s == pytest.approx(0.6 + 1.2 + 0.6 + 0.3 * 1.2)
+    # a signature of phases seen once only runs them: there is nothing else to measure
+    single = analysis(kept=[0])
+    single["phases"].append({"id": 3, "weight": 1, "mean_s": 0.3, "sd_s": 0.0, "step": 20})
+    single["signature"] = [0, 3]
+    assert [p.id for p in execution_plan(single).phases] == [0, 3]
