@@ -50,3 +50,23 @@ def test_the_completed_report_carries_each_ranks_halo_statistics() -> None:
 def test_a_rank_without_neighbours_reports_no_halo() -> None:
     entry = report.rank_entry(stats(0, {}))
     assert entry["halo"] == []
+
+
+def test_the_timed_window_opens_with_the_first_rank_out_of_the_barrier() -> None:
+    """Each rank reads its own clock after the start barrier: rank 1's first segment began
+    1.5 us before rank 0's mark, so the window starts there, and still lasts the run's
+    total (the service reads CPU availability over it)."""
+    ranks = [stats(0, {}), stats(1, {})]
+    ranks[0].segments = [{"from": 0, "start": 1000.0, "end": 1000.9}]
+    ranks[1].segments = [{"from": 0, "start": 1000.0 - 1.5e-6, "end": 1000.9}]
+    progress = Progress(plan=Plan([150, 150], 7, 1.0, 100), first_schedule=7)
+    progress.split = progress.initial_split = [150, 150]
+    progress.done, progress.started = 100, 1000.0
+    setup = report.RunSetup(300, 100, ["h0", "h1"], "mean", 1.0, 1.9, None)
+    body = report.completed(setup, Outcome(progress, 1.0, 0.5, None, None, ranks)).report
+    assert body is not None
+    assert body["started_at"] == 1000.0 - 1.5e-6
+    assert body["finished_at"] - body["started_at"] == pytest.approx(1.0, abs=1e-9)
+    ranks[1].segments[0]["start"] = 1000.2  # a later rank does not move it
+    body = report.completed(setup, Outcome(progress, 1.0, 0.5, None, None, ranks)).report
+    assert body is not None and body["started_at"] == 1000.0

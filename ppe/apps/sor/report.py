@@ -55,7 +55,11 @@ def rank_entry(stats: RankStats) -> dict[str, Any]:
 
 
 def _details(
-    setup: RunSetup, progress: Progress, ranks: Sequence[RankStats], finished: float | None
+    setup: RunSetup,
+    progress: Progress,
+    ranks: Sequence[RankStats],
+    started: float | None,
+    finished: float | None,
 ) -> dict[str, Any]:
     """``started_at``/``finished_at`` (unix s, the ranks' clock) bound the timed part of the run:
     the service reads the hosts' CPU availability over that window (calibration)."""
@@ -67,7 +71,7 @@ def _details(
         "tolerance": setup.tolerance,
         "iterations_requested": setup.iterations,
         "iterations_done": progress.done,
-        "started_at": progress.started,
+        "started_at": started,
         "finished_at": finished,
         "predicted": None if progress.plan is None else progress.plan.makespan,
         "rows": {"initial": progress.initial_split, "final": progress.split},
@@ -81,10 +85,20 @@ def _params(setup: RunSetup, progress: Progress) -> dict[str, float]:
     return {"n": setup.n, "iterations": progress.done, "p": len(setup.hosts)}
 
 
+def _window_start(started: float | None, ranks: Sequence[RankStats]) -> float | None:
+    """The timed window opens when the first rank leaves the start barrier: each rank reads
+    its own clock after it, so another rank's first segment can begin microseconds before
+    rank 0's mark (seen: 1.5 us)."""
+    if started is None:
+        return None
+    return min([started, *(float(r.segments[0]["start"]) for r in ranks if r.segments)])
+
+
 def completed(setup: RunSetup, outcome: Outcome) -> RunReport:
     p = outcome.progress
-    finished = None if p.started is None else p.started + outcome.total_s
-    report = _details(setup, p, outcome.ranks, finished)
+    started = _window_start(p.started, outcome.ranks)
+    finished = None if started is None else started + outcome.total_s
+    report = _details(setup, p, outcome.ranks, started, finished)
     report.update(
         residual=outcome.residual, checksum=outcome.checksum, checksum_ok=outcome.checksum_ok
     )
@@ -104,7 +118,9 @@ def failed(
     setup: RunSetup, progress: Progress, mine: RankStats, error: str, at: float
 ) -> RunReport:
     """A run that stopped half-way: what rank 0 knows, the time until ``at``, the error."""
-    report = _details(setup, progress, [mine], at if progress.started is not None else None)
+    report = _details(
+        setup, progress, [mine], progress.started, at if progress.started is not None else None
+    )
     report["error"] = error
     elapsed = 0.0 if progress.started is None else max(0.0, at - progress.started)
     return RunReport(
