@@ -314,7 +314,7 @@ class ReplayConfig:
         """A run's length on idle median hosts: each iteration computes ``n / hosts`` rows of
         ``n`` elements and exchanges two halo rows; loaded hosts take longer."""
         sim = self.sim
-        exchange = 2 * (sim.latency + sim.message_bytes() / sim.bandwidth)
+        exchange = 2 * sim.message_seconds()
         return sim.iterations * (sim.n * sim.n * self.benchmark / self.hosts + exchange)
 
     def reported(self) -> tuple[str, ...]:

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppe.replay.simulate import RateBank, RunSpec, SimConfig, SimResult, app_phases, simulate
+from ppe.replay.simulate import (
+    RateBank,
+    RunSpec,
+    SimConfig,
+    SimResult,
+    app_phases,
+    chain_messages,
+    simulate,
+)
 from scheduler import LinearHost, balance
 
 
@@ -51,12 +59,8 @@ def _balanced(per_row: np.ndarray, fixed: np.ndarray, total: int) -> list[int]:
 
 def _comm_time(config: SimConfig, hosts: int) -> np.ndarray:
     """Whole-run communication time of each chain position (constant-bandwidth estimate)."""
-    nmsg = np.full(hosts, 2.0)
-    nmsg[[0, -1]] = 1.0
-    if hosts == 1:
-        nmsg[:] = 0.0
-    per_msg = config.latency + config.message_bytes() / config.bandwidth
-    return config.iterations * len(app_phases(config.app)) * nmsg * per_msg
+    nmsg = chain_messages(hosts)
+    return config.iterations * len(app_phases(config.app)) * nmsg * config.message_seconds()
 
 
 class _Search:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -177,6 +178,28 @@ class SimConfig:
         """A halo row: ``n · Size(Elt)`` bytes, one per neighbour per phase."""
         return self.n * self.elt_size
 
+    @overload
+    def message_seconds(self, bandwidth: None = None) -> float: ...
+    @overload
+    def message_seconds(self, bandwidth: FloatArray) -> FloatArray: ...
+    def message_seconds(self, bandwidth: FloatArray | None = None) -> float | FloatArray:
+        """One halo row over a link: latency + bytes / bandwidth (this config's link, or the
+        bandwidths given)."""
+        return self.latency + self.message_bytes() / (
+            self.bandwidth if bandwidth is None else bandwidth
+        )
+
+
+def chain_messages(hosts: int) -> FloatArray:
+    """Messages per communication phase of each position of a chain of ``hosts``: one to each
+    neighbour (none alone)."""
+    out = np.full(hosts, 2.0)
+    if hosts == 1:
+        out[:] = 0.0
+    elif hosts > 1:
+        out[[0, -1]] = 1.0
+    return out
+
 
 @dataclass
 class SimResult:
@@ -218,8 +241,7 @@ def simulate(
         return SimResult(empty, np.zeros((0, 0)), np.zeros((0, 0)), done=np.zeros(0, np.int64))
     layout = _layout(runs, config, net_bank is not None)
     idx, work, nmsg, net_idx = layout.idx, layout.work, layout.nmsg, layout.net_idx
-    msg = config.message_bytes()
-    const_comm = layout.comm
+    const_comm, msg = layout.comm, config.message_bytes()
     R = len(runs)
     t = np.array([float(r.start) for r in runs])
     start = t.copy()
@@ -253,7 +275,7 @@ def simulate(
             comm = const_comm[live]
         else:
             bw, nseg = net_bank.rate_at(net_idx[live], np.repeat(t[live, None], idx.shape[1], 1))
-            comm = nmsg[live] * (config.latency + msg / bw)
+            comm = nmsg[live] * config.message_seconds(bw)
             seg_end = np.minimum(seg_end, np.where(nmsg[live] > 0, nseg, np.inf))
         horizon = seg_end.min(axis=1)
         host_iter = comp + len(phases) * comm
@@ -318,7 +340,7 @@ def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layo
     work = np.zeros((R, width))
     nmsg = np.zeros((R, width))
     comm = np.zeros((R, width))
-    per_msg = config.latency + config.message_bytes() / config.bandwidth
+    per_msg = config.message_seconds()
     for i, run in enumerate(runs):
         p = len(run.hosts)
         if not (p == len(run.rows) == len(run.benchmark)):
@@ -338,10 +360,7 @@ def _layout(runs: Sequence[RunSpec], config: SimConfig, with_net: bool) -> _Layo
             comm[i, :p] = np.where(elements > 0, _per_host(run.comm, p), 0.0)
         work[i, :p] = elements * np.asarray(run.benchmark, dtype=float)
         active = np.flatnonzero(elements > 0)
-        if active.size > 1:
-            nmsg[i, active] = 2.0
-            nmsg[i, active[0]] = 1.0
-            nmsg[i, active[-1]] = 1.0
+        nmsg[i, active] = chain_messages(active.size)
         if run.comm is None:  # the chain's halo rows over SimConfig's link
             comm[i] = nmsg[i] * per_msg
     return _Layout(idx, work, nmsg, net_idx, comm)

@@ -49,7 +49,14 @@ from numpy.typing import NDArray
 
 from ppe.core import get_model
 from ppe.executors import ProgressFn
-from ppe.replay.simulate import APP_PHASES, RateBank, RunSpec, SimConfig, simulate
+from ppe.replay.simulate import (
+    APP_PHASES,
+    RateBank,
+    RunSpec,
+    SimConfig,
+    chain_messages,
+    simulate,
+)
 from ppe.whatif.analytic import WhatIfError, failed, plan_blocks, plan_point
 from ppe.whatif.machine import Link, Machine, build_machine, load_key
 from ppe.whatif.options import Options, Spread
@@ -459,15 +466,11 @@ def _comm_seconds(config: SimConfig, layout: _Layout) -> FloatArray:
     """Each node's halo time over the run: messages per phase x phases x iterations (links
     are constant, so it is the same at every start)."""
     P = len(layout.segment)
-    nmsg = np.full(P, 2.0)
-    if P == 1:
-        nmsg[:] = 0.0
-    else:
-        nmsg[0] = nmsg[-1] = 1.0
+    nmsg = chain_messages(P)
     bw = np.where(np.isfinite(layout.bandwidth), layout.bandwidth, config.bandwidth)
     if not np.isfinite(bw).all() or layout.bandwidth.size == 0:
         bw = np.full(P, config.bandwidth)
-    per_msg = config.latency + config.message_bytes() / bw
+    per_msg = config.message_seconds(bw)
     return nmsg * per_msg * len(APP_PHASES[config.app]) * config.iterations
 
 
