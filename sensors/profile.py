@@ -134,12 +134,14 @@ def _kernel(pattern: str, kind: str, a: FloatArray, rng: np.random.Generator) ->
         return Kernel(
             lambda: np.add(acc, v, out=acc), 8 * v.size, lambda: np.add(acc, 1.0, out=acc)
         )
-    if pattern == "unit":
-        v = a
-    else:  # one colour of a square red-black grid: every other element of every other row
-        side = max(2, int(np.sqrt(a.size)))
-        v = a[: side * side].reshape(side, side)[::2, ::2]
+    v = a if pattern == "unit" else _colour(a, max(2, int(np.sqrt(a.size))))
     return Kernel(lambda: np.add(v, 1.0, out=v), 8 * v.size)
+
+
+def _colour(a: FloatArray, side: int) -> FloatArray:
+    """One colour of a square red-black grid of ``side`` laid over the start of ``a``: every
+    other element of every other row."""
+    return a[: side * side].reshape(side, side)[::2, ::2]
 
 
 def _operand_and_accumulator(pattern: str, a: FloatArray) -> tuple[FloatArray, FloatArray]:
@@ -149,7 +151,7 @@ def _operand_and_accumulator(pattern: str, a: FloatArray) -> tuple[FloatArray, F
         half = a.size // 2
         return a[:half], a[half : 2 * half]
     side = max(2, int(np.sqrt(a.size / 1.25)) // 2 * 2)
-    v = a[: side * side].reshape(side, side)[::2, ::2]
+    v = _colour(a, side)
     return v, a[side * side : side * side + v.size].reshape(v.shape)
 
 

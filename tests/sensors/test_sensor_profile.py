@@ -9,8 +9,10 @@ import os
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
+import sensors.profile as probe
 from ppe.pmac import KINDS, PATTERNS, profile_from_json
 from sensors.profile import MIN_BYTES, ProbeConfig, format_profile, main, measure_profile
 
@@ -91,8 +93,6 @@ def test_sharing_counts_double_up_to_the_cores(
 def test_more_copies_than_two_are_measured_and_read(monkeypatch: pytest.MonkeyPatch) -> None:
     """With 3 usable CPUs (pretended) a profile holds 2- and 3-copy curves, and the
     convolution reads the 3-copy curve for 3 ranks and the 2-copy one, with a note, for 4."""
-    import sensors.profile as probe
-
     monkeypatch.setattr(probe, "_usable_cpus", lambda: 3)
     cfg = ProbeConfig(max_bytes=4 * MIN_BYTES, reps=1, min_time=0.001, copies=3, dense_n=32)
     p = measure_profile(cfg)
@@ -155,8 +155,6 @@ def test_rounds_take_every_figure_once_each_so_samples_span_the_probe(
     """Repetitions run in rounds (single copy, then sharing, then again), not back to back:
     a figure's samples then come from the whole probe, and its single-copy and sharing
     samples from the same stretch of time."""
-    import sensors.profile as probe
-
     order: list[str] = []
     single, shared = probe.memory_round, probe.sharing_round
 
@@ -190,10 +188,6 @@ def test_a_read_is_one_more_operand_of_a_pass_inside_the_working_set(pattern: st
     """A read's operand and the pass's accumulator are disjoint views of the one working-set
     array (so the size a figure is filed under is what the caches held), and the kernel adds
     the operand into the accumulator: its baseline is the same pass without it."""
-    import numpy as np
-
-    import sensors.profile as probe
-
     a = np.zeros(MIN_BYTES // 8)
     kernel = probe._kernel(pattern, "read", a, np.random.default_rng(0))
     v, acc = probe._operand_and_accumulator(pattern, a)
@@ -216,10 +210,6 @@ def test_a_read_figure_subtracts_the_pass_without_the_operand(
 ) -> None:
     """The rate is the operand's bytes over (pass - its per-call cost) - (baseline - its
     per-call cost): timed calls are faked so the arithmetic is checked by hand."""
-    import numpy as np
-
-    import sensors.profile as probe
-
     a = np.zeros(MIN_BYTES // 8)
     times = {"tiny": 1e-6, "tiny_base": 0.8e-6, "run": 9e-6, "base": 4.8e-6}
     tiny = probe._kernel("unit", "read", np.ones(16), np.random.default_rng(0))
