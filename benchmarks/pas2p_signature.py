@@ -166,6 +166,18 @@ def run_case(case: Case, args: argparse.Namespace, tmp: Path, load: Path) -> dic
     }
 
 
+def chosen_cases(names: list[str] | None, quick: bool) -> tuple[Case, ...]:
+    if quick:
+        return QUICK
+    if not names:
+        return CASES
+    by_name = {f"{c.app}:{c.n}": c for c in CASES}
+    unknown = sorted(set(names) - set(by_name))
+    if unknown:
+        raise SystemExit(f"unknown case {', '.join(unknown)} (known: {', '.join(by_name)})")
+    return tuple(by_name[n] for n in names)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--runs", type=int, default=5, help="dedicated full and signature runs")
@@ -174,6 +186,12 @@ def main() -> None:
     ap.add_argument("--loaded-repeats", type=int, default=10, help="timed runs per phase, loaded")
     ap.add_argument("--load-offset", type=float, default=86_400.0, help="trace s of the first")
     ap.add_argument("--quick", action="store_true", help="one small SOR case")
+    ap.add_argument(
+        "--case",
+        action="append",
+        metavar="APP:N",
+        help="only these of the four cases (sor:1000, cg:2000, ...; repeatable)",
+    )
     ap.add_argument("--warmup", type=int, help="the applications' --warmup (their default)")
     ap.add_argument("--settle", type=float, help="the applications' --settle (their default)")
     ap.add_argument(
@@ -189,7 +207,7 @@ def main() -> None:
     print(f"load: {steady.path.name} on both cores (mean usage {steady.mean:.2f})")
     results = []
     with tempfile.TemporaryDirectory(prefix="pas2p-bench-") as tmp:
-        for case in QUICK if args.quick else CASES:
+        for case in chosen_cases(args.case, args.quick):
             r = run_case(case, args, Path(tmp), steady.path)
             results.append(r)
             errs = ", ".join(f"{e:+.1%}" for e in r["errors"])
