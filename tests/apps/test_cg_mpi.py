@@ -16,7 +16,7 @@ from ppe.apps.cg.main import CG_WARMUP
 from ppe.apps.cg.numerics import Problem, solve_reference
 from ppe.apps.cg.steps import Schedule
 from ppe.pas2p import logical_trace, read_traces, signature
-from ppe.pas2p.execution import SETUP
+from ppe.pas2p.execution import SETUP, execution_plan
 from ppe.pas2p.report import to_dict
 from tests.apps.conftest import RANK_CWD, SorRun, mpiexec, sor_env
 
@@ -84,14 +84,12 @@ def test_cg_matches_one_process_its_phases_are_its_steps_and_its_signature_runs(
     )
     assert run.code == 0, run.stderr
     out = run.summary
-    # each phase's typical step, at most twice and at most half as often as it occurs, each time
-    # right after the step before it (untimed, except before step 0)
-    # (the checkpoints seen once are scaled, not run)
-    runs = {
-        p.id: max(1, min(2, p.weight // 2))
-        for p in sig.phases
-        if p.typical_step != SETUP and p.weight > 1
-    }
+    # each phase's typical step as often as the plan says (at most twice, within half its
+    # share of the run: tests/pas2p/test_pas2p_execution.py), each time right after the step
+    # before it (untimed, except before step 0); the checkpoints seen once are scaled, not run
+    plan = execution_plan(to_dict(sig), repeats=2, warmup=1)
+    runs = {p.id: plan.runs(p) for p in plan.phases if p.step != SETUP}
+    assert set(runs) == {p.id for p in sig.phases if p.typical_step != SETUP and p.weight > 1}
     steps = {p.id: p.typical_step for p in sig.phases}
     warm = sum(r > 1 for r in runs.values())  # an untimed first round of those timed twice
     assert out["steps"] == warm + sum(r * (2 if steps[i] > 0 else 1) for i, r in runs.items())

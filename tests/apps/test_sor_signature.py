@@ -14,7 +14,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from ppe.pas2p import logical_trace, read_traces, signature
-from ppe.pas2p.execution import SETUP
+from ppe.pas2p.execution import SETUP, execution_plan
 from ppe.pas2p.report import to_dict
 from ppe.service.app import create_app
 from ppe.service.config import Settings
@@ -56,9 +56,12 @@ def test_signature_runs_each_kept_phase_and_predicts_the_run(sig_file: Path) -> 
     timed = [p for p in kept if p["step"] != SETUP and p["weight"] > 1]
     run_ids = {p["id"] for p in kept if p["step"] == SETUP or p["weight"] > 1}
     assert len(run_ids) < len(kept)
-    # each phase's typical step, at most twice and at most half as often as it occurs, each time
-    # right after the step before it (untimed, except before step 0)
-    runs = {p["id"]: max(1, min(2, p["weight"] // 2)) for p in timed}
+    # each phase's typical step as often as the plan says (at most twice, within half its
+    # share of the run: tests/pas2p/test_pas2p_execution.py), each time right after the step
+    # before it (untimed, except before step 0)
+    plan = execution_plan(analysis, repeats=2, warmup=1)
+    runs = {p.id: plan.runs(p) for p in plan.phases if p.step != SETUP}
+    assert set(runs) == {p["id"] for p in timed}
     warm = sum(r > 1 for r in runs.values())  # an untimed first round of those timed twice
     assert out["steps"] == warm + sum(runs[p["id"]] * (2 if p["step"] > 0 else 1) for p in timed)
     assert {p["id"] for p in out["phases"]} == run_ids

@@ -190,7 +190,7 @@ def sub_communicators(
 
 def schedule(plan: ExecutionPlan) -> list[tuple[int, bool]]:
     """(phase id, timed) in replay order: the set-up once (if kept), then the plan's rounds
-    (an untimed one first, each phase at most half as often as it occurs)."""
+    (an untimed one first, each phase within half its share of the run: ``plan.runs``)."""
     head = [(p.id, True) for p in plan.phases if p.step == SETUP]
     return head + [(p.id, timed) for p, _, timed in plan.entries()]
 
