@@ -43,20 +43,13 @@ from ppe.evaluation.horizon_eval import (
     parse_horizons,
     service_history,
 )
-from ppe.traces import expand_paths, read_trace
+from ppe.traces import Trace, expand_paths, read_trace
 
 GRID_S = 3 * 3600.0
 LOOKBACK_S = 14 * 86400.0
 LEVEL_S = 600.0
 MIN_FLEET = 20
 WEIGHTS = (0.0, 0.1, 0.2, 0.3)
-
-
-@dataclass(frozen=True)
-class Series:
-    name: str
-    ts: FloatArray
-    xs: FloatArray
 
 
 @dataclass(frozen=True)
@@ -69,20 +62,19 @@ class FleetTable:
     outcomes: dict[float, FloatArray]
 
 
-def load(path: Path) -> Series:
-    trace = read_trace(path).alive()
-    return Series(trace.name, trace.timestamps, trace.availability)
+def load(path: Path) -> Trace:
+    return read_trace(path).alive()
 
 
-def fleet_table(s: Series, horizons: Sequence[float], relative: bool) -> FleetTable:
-    csum = np.concatenate(([0.0], np.cumsum(s.xs)))
-    starts = np.arange(s.ts[0] + 2 * 86400.0, s.ts[-1], GRID_S)
-    cats = np.array([category(s.ts, s.xs, t) for t in starts])
-    l0, l1 = np.searchsorted(s.ts, starts - LEVEL_S), np.searchsorted(s.ts, starts)
+def fleet_table(s: Trace, horizons: Sequence[float], relative: bool) -> FleetTable:
+    csum = np.concatenate(([0.0], np.cumsum(s.availability)))
+    starts = np.arange(s.timestamps[0] + 2 * 86400.0, s.timestamps[-1], GRID_S)
+    cats = np.array([category(s.timestamps, s.availability, t) for t in starts])
+    l0, l1 = np.searchsorted(s.timestamps, starts - LEVEL_S), np.searchsorted(s.timestamps, starts)
     level = np.where(l1 > l0, (csum[l1] - csum[l0]) / np.maximum(l1 - l0, 1), np.nan)
     outcomes = {}
     for h in horizons:
-        lo, hi = np.searchsorted(s.ts, starts), np.searchsorted(s.ts, starts + h)
+        lo, hi = np.searchsorted(s.timestamps, starts), np.searchsorted(s.timestamps, starts + h)
         ok = (hi - lo) >= 0.5 * h / 300.0
         mean = np.full(starts.size, np.nan)
         mean[ok] = (csum[hi[ok]] - csum[lo[ok]]) / (hi[ok] - lo[ok])
@@ -103,14 +95,14 @@ def fleet_sample(
 
 
 def score_series(
-    args: tuple[Series, Sequence[FleetTable], HorizonOptions, int, bool],
+    args: tuple[Trace, Sequence[FleetTable], HorizonOptions, int, bool],
 ) -> list[dict[str, Any]]:
     s, fleet, opts, per_trace, relative = args
     rows = []
     with threadpool_limits(limits=1):
         for h in opts.horizons:
-            for now, y in forecast_times(s.ts, s.xs, s.name, h, per_trace, opts):
-                ts, xs = service_history(s.ts, s.xs, now)
+            for now, y in forecast_times(s.timestamps, s.availability, s.name, h, per_trace, opts):
+                ts, xs = service_history(s.timestamps, s.availability, now)
                 cat = category(ts, xs, now)
                 served = _service_distribution(ts, xs, now, snap_horizon(h), CPU_ANALOG)
                 sample = fleet_sample(fleet, s.name, cat, h, now)
