@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 __all__ = [
@@ -80,15 +81,21 @@ class ExecutionPlan:
         2.5 % of it: three 20 ms checks behind two 11 ms warm-ups each.)"""
         if phase.step == SETUP:
             return 1
-        per_run = phase.traced_mean_s + self.warmup * self._step_s()
+        per_run = phase.traced_mean_s + self.warmup * self.step_s
         share = phase.traced_total_s / (2 * per_run) if per_run > 0 else phase.weight / 2
         return max(1, min(self.repeats, math.floor(share)))
 
-    def _step_s(self) -> float:
-        """The traced mean time of one program step over the kept phases (the set-up aside)."""
-        steps = [p for p in self.phases if p.step != SETUP]
-        occurrences = sum(p.weight for p in steps)
-        return math.fsum(p.traced_total_s for p in steps) / occurrences if occurrences else 0.0
+    @cached_property
+    def steps(self) -> tuple[PlannedPhase, ...]:
+        """The phases run as program steps: all but the set-up."""
+        return tuple(p for p in self.phases if p.step != SETUP)
+
+    @cached_property
+    def step_s(self) -> float:
+        """The traced mean time of one program step over the phases run (the set-up aside)."""
+        occurrences = sum(p.weight for p in self.steps)
+        total = math.fsum(p.traced_total_s for p in self.steps)
+        return total / occurrences if occurrences else 0.0
 
     def entries(self) -> list[tuple[PlannedPhase, int, bool]]:
         """(phase, step, timed) in execution order: an untimed round, then rounds of every
@@ -96,17 +103,17 @@ class ExecutionPlan:
         it in the program (untimed; :meth:`steps_before`), so it starts from the state its
         predecessors leave (the caches a matrix-vector product finds after an update, not
         after a checkpoint)."""
-        steps = [p for p in self.phases if p.step != SETUP]
+        runs = {p.id: self.runs(p) for p in self.steps}
         # a first, untimed round of the phases timed more than once: the first run after the
         # set-up meets cold caches and pages the program has not touched yet
-        warm = [p for p in steps if self.runs(p) > 1]
+        warm = [p for p in self.steps if runs[p.id] > 1]
         out: list[tuple[PlannedPhase, int, bool]] = [
             (p, p.step, False) for p in warm * self._warm_rounds(warm)
         ]
         before = self.steps_before()
-        for r in range(max((self.runs(p) for p in steps), default=0)):
-            for p in steps:
-                if r >= self.runs(p):
+        for r in range(max(runs.values(), default=0)):
+            for p in self.steps:
+                if r >= runs[p.id]:
                     continue
                 out += [(p, k, False) for k in range(max(p.step - before, 0), p.step)]
                 out.append((p, p.step, True))
@@ -117,13 +124,12 @@ class ExecutionPlan:
         whose traced time stays within ``warmup_share`` of the run. A long warm-up matters
         where a step's caches depend on several steps before it (ppe-cg at n = 1000) and costs
         most where steps are long (ppe-cg at n = 2000, DRAM-bound, where it does not matter)."""
-        timed = [(p, self.runs(p)) for p in self.phases if p.step != SETUP]
-        if self.warmup <= 1 or self.warmup_share <= 0 or not timed:
+        if self.warmup <= 1 or self.warmup_share <= 0 or not self.steps:
             return self.warmup
-        step_s = self._step_s()
+        timed = [(p, self.runs(p)) for p in self.steps]
         budget = self.warmup_share * self.traced_s
         for w in range(self.warmup, 1, -1):
-            if step_s * sum(r * min(w, p.step) for p, r in timed) <= budget:
+            if self.step_s * sum(r * min(w, p.step) for p, r in timed) <= budget:
                 return w
         return 1
 
@@ -133,7 +139,7 @@ class ExecutionPlan:
         per_round = math.fsum(p.traced_mean_s for p in warm)
         if not warm or self.settle_s <= 0 or per_round <= 0:
             return 1
-        cap = max(1, sum(p.weight for p in self.phases if p.step != SETUP) // len(warm))
+        cap = max(1, sum(p.weight for p in self.steps) // len(warm))
         return max(1, min(math.ceil(self.settle_s / per_round), cap))
 
     def schedule(self) -> list[tuple[int, int]]:

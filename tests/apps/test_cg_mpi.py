@@ -88,7 +88,7 @@ def test_cg_matches_one_process_its_phases_are_its_steps_and_its_signature_runs(
     # share of the run: tests/pas2p/test_pas2p_execution.py), each time right after the step
     # before it (untimed, except before step 0); the checkpoints seen once are scaled, not run
     plan = execution_plan(to_dict(sig), repeats=2, warmup=1)
-    runs = {p.id: plan.runs(p) for p in plan.phases if p.step != SETUP}
+    runs = {p.id: plan.runs(p) for p in plan.steps}
     assert set(runs) == {p.id for p in sig.phases if p.typical_step != SETUP and p.weight > 1}
     steps = {p.id: p.typical_step for p in sig.phases}
     warm = sum(r > 1 for r in runs.values())  # an untimed first round of those timed twice

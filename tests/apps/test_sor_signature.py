@@ -60,7 +60,7 @@ def test_signature_runs_each_kept_phase_and_predicts_the_run(sig_file: Path) -> 
     # share of the run: tests/pas2p/test_pas2p_execution.py), each time right after the step
     # before it (untimed, except before step 0)
     plan = execution_plan(analysis, repeats=2, warmup=1)
-    runs = {p.id: plan.runs(p) for p in plan.phases if p.step != SETUP}
+    runs = {p.id: plan.runs(p) for p in plan.steps}
     assert set(runs) == {p["id"] for p in timed}
     warm = sum(r > 1 for r in runs.values())  # an untimed first round of those timed twice
     assert out["steps"] == warm + sum(runs[p["id"]] * (2 if p["step"] > 0 else 1) for p in timed)
@@ -84,7 +84,8 @@ def test_settling_runs_untimed_rounds_first_at_most_as_many_steps_as_the_run(
     of a run without settling."""
     analysis = json.loads(sig_file.read_text())
     timed = [p for p in analysis["phases"] if p["kept"] and p["step"] != SETUP and p["weight"] > 1]
-    runs = {p["id"]: max(1, min(2, p["weight"] // 2)) for p in timed}
+    plan = execution_plan(analysis, repeats=2, warmup=1)
+    runs = {p.id: plan.runs(p) for p in plan.steps}
     warm = sum(r > 1 for r in runs.values())
     args = ("--signature", str(sig_file), "--repeats", "2", "--warmup", "1", "--settle", "1e6")
     run = run_sor(2, *RUN, *args)
