@@ -29,6 +29,7 @@ import numpy as np
 from threadpoolctl import threadpool_limits
 
 from forecaster.analog import CPU_ANALOG, kernel_distribution
+from forecaster.api import series_distribution
 from forecaster.history import FloatArray
 from forecaster.horizon import snap_horizon
 from forecaster.switching import mixed
@@ -36,7 +37,6 @@ from ppe.evaluation.horizon_eval import (
     CATEGORIES,
     CONFIDENCE,
     HorizonOptions,
-    _service_distribution,
     category,
     forecast_times,
     interval_pinball,
@@ -104,13 +104,17 @@ def score_series(
             for now, y in forecast_times(s.timestamps, s.availability, s.name, h, per_trace, opts):
                 ts, xs = service_history(s.timestamps, s.availability, now)
                 cat = category(ts, xs, now)
-                served = _service_distribution(ts, xs, now, snap_horizon(h), CPU_ANALOG)
-                sample = fleet_sample(fleet, s.name, cat, h, now)
-                if relative:
-                    sample = np.clip(float(xs[-2:].mean()) + sample, 0.0, 1.0)
+                served = series_distribution(
+                    ts, xs, now=now, horizon_s=snap_horizon(h), analog=CPU_ANALOG
+                )
                 prior = None
-                if served.fallback is not None and sample.size >= MIN_FLEET:
-                    prior = kernel_distribution(sample, replace(CPU_ANALOG, unconditional_weight=0))
+                if served.fallback is not None:
+                    sample = fleet_sample(fleet, s.name, cat, h, now)
+                    if relative:
+                        sample = np.clip(float(xs[-2:].mean()) + sample, 0.0, 1.0)
+                    if sample.size >= MIN_FLEET:
+                        background = replace(CPU_ANALOG, unconditional_weight=0)
+                        prior = kernel_distribution(sample, background)
                 row: dict[str, Any] = {"h": h, "category": cat, "y": y}
                 for eps in WEIGHTS:
                     dist = served if prior is None or eps == 0 else mixed(served, prior, 1 - eps)
