@@ -12,6 +12,7 @@ from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_horizon, widened
 from forecaster.batch import batch_forecasts
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, fit_distribution
+from forecaster.fleet import FleetSource, with_fleet
 from forecaster.history import FloatArray
 from forecaster.horizon import DEFAULT_LOOKBACK_S, horizon_distribution, sample_spacing
 from forecaster.online import OneStep, SeriesForecaster
@@ -35,8 +36,9 @@ class SeriesForecast:
     (one sample's spacing when no horizon was asked); ``mean``, ``std``, ``interval`` are its
     summary. Everything is clipped to ``bounds`` when given (components are left as fitted).
     The distribution's ``support`` (independent analogues behind a horizon forecast) and
-    ``fallback`` (``"blend"``/``"unconditional"`` when they were too few) are part of the
-    forecast's quality of information, as ``n``, ``mse`` and ``age_s`` are.
+    ``fallback`` (``"blend"``/``"unconditional"`` when they were too few) and ``fleet`` (other
+    hosts' outcomes a settled-high host's fallback borrowed, :mod:`forecaster.fleet`) are part
+    of the forecast's quality of information, as ``n``, ``mse`` and ``age_s`` are.
     """
 
     value: float
@@ -81,6 +83,7 @@ class SeriesForecast:
             "horizon_s": self.horizon_s,
             "support": self.distribution.support,
             "fallback": self.distribution.fallback,
+            "fleet": self.distribution.fleet,
         }
 
 
@@ -129,6 +132,7 @@ def forecast_series(
     state: SeriesForecaster | None = None,
     fit_cache: MutableMapping[Hashable, Distribution] | None = None,
     analog: AnalogOptions | None = CPU_ANALOG,
+    fleet: FleetSource | None = None,
 ) -> SeriesForecast:
     """Forecast a series as of ``now`` (default: just after its newest sample).
 
@@ -160,6 +164,7 @@ def forecast_series(
             lookback_s=lookback_s,
             fit_options=fit_options,
             analog=analog,
+            fleet=fleet,
         )
         if fit_cache is not None:
             fit_cache[key] = dist
@@ -215,11 +220,14 @@ def series_distribution(
     lookback_s: float = DEFAULT_LOOKBACK_S,
     fit_options: FitOptions | None = None,
     analog: AnalogOptions | None = CPU_ANALOG,
+    fleet: FleetSource | None = None,
 ) -> Distribution:
     """What the series will deliver: one sample's distribution (recent values, normal or
     mixture) up to one sample spacing; beyond, the average over ``horizon_s`` conditioned on
     the present by analogues (:mod:`forecaster.analog`), or unconditional block means when
     ``analog`` is None or the history is too short. Only samples before ``now`` count.
+    ``fleet``: the other hosts, asked for only when a settled-high host's forecast falls back
+    (:mod:`forecaster.fleet`).
 
     ``ts``/``xs`` must be sorted, finite and unique (as :func:`forecast_series` prepares them).
     """
@@ -234,7 +242,9 @@ def series_distribution(
     if analog is not None:
         dist = analog_horizon(ts, xs, end, horizon_s, analog)
         if dist is not None:
-            return dist
+            return (
+                dist if fleet is None else with_fleet(dist, ts, xs, end, horizon_s, fleet, analog)
+            )
     dist = horizon_distribution(ts, xs, horizon_s, end, lookback_s=lookback_s, options=fit_options)
     if analog is None or analog.min_support <= 0:
         return replace(dist, support=0, fallback="unconditional")
@@ -245,4 +255,5 @@ def series_distribution(
     # sensor's few samples a forecast so wide that the planner starved or favoured the host
     # at random.
     seen = xs[ts >= end - analog.lookback_s]
-    return widened(dist, dist.n, (float(seen.min()), float(seen.max())), analog)
+    dist = widened(dist, dist.n, (float(seen.min()), float(seen.max())), analog)
+    return dist if fleet is None else with_fleet(dist, ts, xs, end, horizon_s, fleet, analog)

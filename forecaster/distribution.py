@@ -61,6 +61,9 @@ class Distribution:
     #: them, and whether the fit fell back ("blend", "unconditional") for want of them.
     support: int | None = None
     fallback: str | None = None
+    #: How many outcomes of other hosts a fallback borrowed (:mod:`forecaster.fleet`); None when
+    #: it borrowed none.
+    fleet: int | None = None
 
     def cdf(self, x: float | FloatArray) -> FloatArray:
         xs = np.asarray(x, dtype=np.float64)
@@ -218,3 +221,23 @@ def consolidate(components: Sequence[Component], opts: FitOptions | None = None)
 def _nearest(comps: Sequence[Component], i: int) -> int:
     others = [j for j in range(len(comps)) if j != i]
     return min(others, key=lambda j: abs(comps[j][1] - comps[i][1]))
+
+
+def mixed(a: Distribution, b: Distribution, weight: float = 0.5) -> Distribution:
+    """``weight`` of ``a`` and the rest of ``b`` as one mixture (``a``'s quality labels kept)."""
+    comps = [(weight * w, m, s) for w, m, s in a.components] + [
+        ((1 - weight) * w, m, s) for w, m, s in b.components
+    ]
+    mean = weight * a.mean + (1 - weight) * b.mean
+    var = sum(w * (s * s + (m - mean) ** 2) for w, m, s in comps)
+    return Distribution(
+        "mixture",
+        comps,
+        mean,
+        float(np.sqrt(var)),
+        False,
+        a.n,
+        support=a.support,
+        fallback=a.fallback,
+        fleet=a.fleet,
+    )

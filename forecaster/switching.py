@@ -105,15 +105,3 @@ def switching_horizon(
             filled += step
         out[p] = total / width
     return kernel_distribution(out, opts, None)
-
-
-def mixed(a: Distribution, b: Distribution, weight: float = 0.5) -> Distribution:
-    """``weight`` of ``a`` and the rest of ``b`` as one mixture (``a``'s quality labels kept)."""
-    comps = [(weight * w, m, s) for w, m, s in a.components] + [
-        ((1 - weight) * w, m, s) for w, m, s in b.components
-    ]
-    mean = weight * a.mean + (1 - weight) * b.mean
-    var = sum(w * (s * s + (m - mean) ** 2) for w, m, s in comps)
-    return Distribution(
-        "mixture", comps, mean, float(np.sqrt(var)), False, a.n, {}, a.support, a.fallback
-    )

@@ -33,6 +33,7 @@ from numpy.typing import NDArray
 import forecaster
 import scheduler
 from forecaster import BANDWIDTH_ANALOG, CPU_ANALOG, AnalogOptions, Distribution
+from forecaster.fleet import FleetSource, HostWindows
 from ppe import core
 from ppe.core import CompiledModel, HostInputs, Prediction, StochasticValue
 from ppe.core.stochastic import Point
@@ -186,6 +187,7 @@ class HistoryForecasts:
         self._modes: dict[str, tuple[bool, float]] = {}
         self._distributions: dict[tuple[str, str, float | None], Distribution] = {}
         self._dependence: dict[tuple[tuple[str, ...], float | None], FloatArray] = {}
+        self._windows: dict[str, HostWindows] | None = None
 
     def __call__(self, horizon: float | None) -> dict[str, HostForecasts]:
         key = forecaster.snap_horizon(horizon)
@@ -235,8 +237,24 @@ class HistoryForecasts:
                 now=self.now,
                 horizon_s=horizon,
                 analog=opts if self.method == "analog" else None,
+                fleet=self._fleet(name) if metric == "cpu" else None,
             )
         return self._distributions[key]
+
+    def _fleet(self, name: str) -> FleetSource:
+        """The plan's other hosts, the fleet a settled-high host's fallback borrows from
+        (``forecaster.fleet``), prepared once when first asked for."""
+
+        def others() -> list[HostWindows]:
+            if self._windows is None:
+                value_range = self.cpu_options.value_range or (0.0, 1.0)
+                self._windows = {
+                    n: HostWindows.of(h.timestamps, h.cpu, value_range)
+                    for n, h in self.histories.items()
+                }
+            return [w for n, w in self._windows.items() if n != name]
+
+        return others
 
     def _host(self, name: str, horizon: float | None) -> HostForecasts:
         h = self.histories[name]

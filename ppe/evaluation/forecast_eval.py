@@ -370,6 +370,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also score the semi-Markov switching model and its mix with the forecaster",
     )
     h.add_argument(
+        "--no-fleet",
+        action="store_true",
+        help="forecast each trace alone, without the other traces as the fleet a settled-high "
+        "host's fallback borrows from (forecaster.fleet)",
+    )
+    h.add_argument(
         "--min-history",
         type=float,
         default=2 * 86400.0,
@@ -392,6 +398,7 @@ def _horizon_main(args: argparse.Namespace) -> int:
             min_history_s=args.min_history,
             keep_dead=args.keep_dead,
             switching=args.switching,
+            fleet=not args.no_fleet,
         )
         report = horizon_eval.run(args.paths, opts, jobs=args.jobs)
     except (TraceFormatError, FileNotFoundError, ValueError) as exc:

@@ -29,7 +29,8 @@ and per host category. The category is decided from the last 7 days before ``T``
 (:func:`category`), in this order:
 
 - ``bimodal``: at least 5 % of samples below 0.35 *and* at least 5 % above 0.85;
-- ``idle``: the 5th percentile at or above 0.9;
+- ``idle``: at most 5 % of the samples below 0.9 (``forecaster.fleet.settled_high``, the
+  hosts that borrow the fleet's outcomes);
 - ``steady``: standard deviation at most 0.05;
 - ``variable``: everything else.
 """
@@ -51,11 +52,12 @@ from threadpoolctl import threadpool_limits
 from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG, AnalogOptions
 from forecaster.api import _prepare, series_distribution
 from forecaster.config import DEFAULT_CONFIG
-from forecaster.distribution import Distribution
+from forecaster.distribution import Distribution, mixed
+from forecaster.fleet import FLEET, HostWindows, settled_high
 from forecaster.history import FloatArray
 from forecaster.horizon import sample_spacing, snap_horizon
-from forecaster.switching import mixed, switching_horizon
-from ppe.traces import expand_paths, read_trace
+from forecaster.switching import switching_horizon
+from ppe.traces import Trace, expand_paths, read_trace
 
 DEFAULT_HORIZONS = (300.0, 3600.0, 21600.0, 86400.0, 259200.0)
 METHODS = ("forecaster", "analog_legacy", "unconditional")
@@ -80,6 +82,7 @@ class HorizonOptions:
     min_history_s: float = 2 * 86400.0  # history before the first possible T
     keep_dead: bool = False
     switching: bool = False  # also score the semi-Markov model and its mix with the forecaster
+    fleet: bool = True  # the other traces are the fleet the service would hold (forecaster.fleet)
 
 
 def category(ts: FloatArray, xs: FloatArray, now: float) -> str:
@@ -89,7 +92,7 @@ def category(ts: FloatArray, xs: FloatArray, now: float) -> str:
         return "variable"
     if np.mean(recent < 0.35) >= 0.05 and np.mean(recent > 0.85) >= 0.05:
         return "bimodal"
-    if np.percentile(recent, 5) >= 0.9:
+    if settled_high(ts, xs, now, CPU_BOUNDS, FLEET):
         return "idle"
     if float(recent.std()) <= 0.05:
         return "steady"
@@ -130,14 +133,23 @@ def forecast_case(
     now: float,
     horizon_s: float,
     experiments: bool = False,
+    fleet: Sequence[HostWindows] = (),
 ) -> dict[str, Any]:
     """Every method's forecast of the mean over ``[now, now + horizon_s)`` and the host's
     category, from samples strictly before ``now`` (the arrays may hold the future: it is cut
-    here, as the service's store read does)."""
+    here, as the service's store read does). ``fleet``: the other hosts, as the service holds
+    them (their windows that ended before ``now`` are all that is read)."""
     ts, xs = service_history(timestamps, values, now)
     snapped = snap_horizon(horizon_s)
     out: dict[str, Any] = {"category": category(ts, xs, now)}
-    served = _service_distribution(ts, xs, now, snapped, CPU_ANALOG)
+    served = series_distribution(
+        ts,
+        xs,
+        now=now,
+        horizon_s=snapped,
+        analog=CPU_ANALOG,
+        fleet=(lambda: fleet) if fleet else None,
+    )
     legacy = _service_distribution(ts, xs, now, snapped, LEGACY_ANALOG)
     dists = {"forecaster": served, "analog_legacy": legacy}
     if experiments:
@@ -151,7 +163,10 @@ def forecast_case(
         mean, lo, hi = _clipped(summary)
         out[name] = {"mean": mean, "lower": lo, "upper": hi}
     out["forecaster"].update(
-        support=served.support, fallback=served.fallback, unclipped=list(raw["forecaster"])
+        support=served.support,
+        fallback=served.fallback,
+        fleet=served.fleet,
+        unclipped=list(raw["forecaster"]),
     )
     sample = unconditional(ts, xs, now, horizon_s)
     lo, hi = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
@@ -203,19 +218,31 @@ def forecast_times(
     return out
 
 
-def evaluate_trace(path: str, opts: HorizonOptions, per_trace: int) -> dict[str, Any]:
-    """Every case of one trace (JSON-ready, picklable for worker processes)."""
+def load_trace(path: str, opts: HorizonOptions) -> Trace:
+    trace = read_trace(path)
+    return trace if opts.keep_dead else trace.alive()
+
+
+def evaluate_trace(
+    trace: Trace, opts: HorizonOptions, per_trace: int, fleet: Sequence[HostWindows] = ()
+) -> dict[str, Any]:
+    """Every case of one trace (JSON-ready, picklable for worker processes); ``fleet``: the
+    other traces."""
     with threadpool_limits(limits=1):
-        trace = read_trace(path)
-        used = trace if opts.keep_dead else trace.alive()
-        ts, xs = used.timestamps, used.availability
+        ts, xs = trace.timestamps, trace.availability
         cases = []
         for h in opts.horizons:
             for t, y in forecast_times(ts, xs, trace.name, h, per_trace, opts):
-                case = forecast_case(ts, xs, t, h, opts.switching)
+                case = forecast_case(ts, xs, t, h, opts.switching, fleet)
                 case.update(horizon_s=h, at=t, actual=y)
                 cases.append(case)
-    return {"file": str(path), "name": trace.name, "cases": cases}
+    return {"file": trace.source, "name": trace.name, "cases": cases}
+
+
+def fleets(traces: Sequence[Trace]) -> list[list[HostWindows]]:
+    """For each trace, every other trace prepared as the fleet prior reads it."""
+    windows = [HostWindows.of(t.timestamps, t.availability, CPU_BOUNDS) for t in traces]
+    return [windows[:i] + windows[i + 1 :] for i in range(len(traces))]
 
 
 def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
@@ -279,13 +306,18 @@ def run(paths: Sequence[str], opts: HorizonOptions, jobs: int = 1) -> dict[str, 
     if not files:
         raise ValueError("no trace files found")
     per_trace = max(1, math.ceil(opts.cases / len(files)))
+    n = len(files)
     if jobs > 1:
         with ProcessPoolExecutor(max_workers=jobs) as pool:
-            traces = list(
-                pool.map(evaluate_trace, files, [opts] * len(files), [per_trace] * len(files))
-            )
+            loaded = list(pool.map(load_trace, files, [opts] * n))
+            others = fleets(loaded) if opts.fleet else [[] for _ in loaded]
+            traces = list(pool.map(evaluate_trace, loaded, [opts] * n, [per_trace] * n, others))
     else:
-        traces = [evaluate_trace(f, opts, per_trace) for f in files]
+        loaded = [load_trace(f, opts) for f in files]
+        others = fleets(loaded) if opts.fleet else [[] for _ in loaded]
+        traces = [
+            evaluate_trace(t, opts, per_trace, o) for t, o in zip(loaded, others, strict=True)
+        ]
     cases = [c | {"trace": t["name"]} for t in traces for c in t["cases"]]
     methods = (*METHODS, *EXPERIMENTS) if opts.switching else METHODS
     rows = aggregate(cases, opts.horizons, methods)
@@ -300,6 +332,7 @@ def run(paths: Sequence[str], opts: HorizonOptions, jobs: int = 1) -> dict[str, 
             "seed": opts.seed,
             "min_history_s": opts.min_history_s,
             "keep_dead": opts.keep_dead,
+            "fleet": opts.fleet,
             "traces": len(files),
             "methods": list(methods),
         },

@@ -41,8 +41,14 @@ from forecaster import (
     snap_dependence_horizon,
     snap_horizon,
 )
+from forecaster.fleet import FLEET, FleetSource, HostWindows
 from ppe.core.stochastic import StochasticValue, from_components
-from ppe.service.store.measurements import latest_timestamps, read_series
+from ppe.service.store.measurements import (
+    host_series_versions,
+    latest_timestamps,
+    read_many,
+    read_series,
+)
 
 #: How long a worker reuses the measured dependence between hosts (see co_movement).
 DEPENDENCE_TTL_S = 600.0
@@ -51,6 +57,12 @@ DEPENDENCE_TTL_S = 600.0
 MAX_MEMOS_PER_SERIES = 128
 #: Derived figures (:meth:`ForecastCache.derived`) kept per series, dropped wholesale beyond.
 MAX_DERIVED_PER_SERIES = 8
+#: How long a worker reuses the other hosts' histories as the fleet prior reads them
+#: (forecaster.fleet): their windows end on a 3-hour grid, so minutes of staleness change nothing.
+FLEET_TTL_S = 300.0
+#: How much of each other host the fleet prior reads: its starts' look-back and the history
+#: before each start that says whether the host was settled high there.
+FLEET_SPAN_S = FLEET.lookback_s + FLEET.settled_window_s
 CPU_BOUNDS = (0.0, 1.0)
 NONNEGATIVE = (0.0, float("inf"))
 
@@ -141,6 +153,10 @@ class ForecastCache:
         self._dependence: TTLCache[tuple[Any, ...], np.ndarray] = TTLCache(
             maxsize=256, ttl=DEPENDENCE_TTL_S
         )
+        self._fleet: TTLCache[Hashable, dict[int, HostWindows]] = TTLCache(
+            maxsize=8, ttl=FLEET_TTL_S
+        )
+        self._fleet_lock = threading.Lock()
 
     def co_movement(
         self, series_ids: list[int], horizon_s: float | None, at: float | None = None
@@ -272,6 +288,39 @@ class ForecastCache:
         ts, vals = within(ts, vals, self.window_s)
         return np.asarray(ts, dtype=float), np.asarray(vals, dtype=float)
 
+    def fleet(self, series_id: int, metric: str, at: float | None = None) -> FleetSource | None:
+        """The other CPU hosts as the fleet prior reads them (``forecaster.fleet``), built when
+        a forecast first asks (only a settled-high host's fallback does) and shared for
+        ``FLEET_TTL_S``; as of ``at`` (rows strictly before it) for a forecast at a past time.
+        Read from the store in one query, never through another series' lock: a forecast holds
+        its own series' lock while it asks."""
+        if metric != "cpu":
+            return None
+
+        def others() -> list[HostWindows]:
+            return [w for sid, w in self._fleet_windows(at).items() if sid != series_id]
+
+        return others
+
+    def _fleet_windows(self, at: float | None) -> dict[int, HostWindows]:
+        """Live: shared for ``FLEET_TTL_S`` (sensors post all the time; the windows the prior
+        reads end on a 3-hour grid). As of ``at``: exact, rebuilt when any host's series changed."""
+        with self._fleet_lock:
+            versions = host_series_versions(self.engine, "cpu")
+            key: Hashable = None if at is None else (at, versions)
+            hit = self._fleet.get(key)
+            if hit is not None:
+                return hit
+            ids = [sid for sid, _, _ in versions]
+            newest = at if at is not None else max((t for _, _, t in versions), default=0.0)
+            rows = read_many(self.engine, ids, since=newest - FLEET_SPAN_S, before=at)
+            out = {}
+            for sid, (ts, vals) in rows.items():
+                ts, vals = within(ts, vals, self.window_s)
+                out[sid] = HostWindows.of(np.asarray(ts), np.asarray(vals), CPU_BOUNDS)
+            self._fleet[key] = out
+            return out
+
     def forecast(
         self,
         series_id: int,
@@ -328,6 +377,7 @@ class ForecastCache:
             confidence=confidence,
             bounds=bounds_for(metric),
             analog=analog_for(metric),
+            fleet=self.fleet(series_id, metric, at),
         )
 
     def _live(
@@ -348,6 +398,7 @@ class ForecastCache:
                     state=h.online,
                     fit_cache=h.fits,
                     analog=analog_for(metric),
+                    fleet=self.fleet(series_id, metric),
                 )
                 memo = (fc, None)
                 h.remember(key, memo)

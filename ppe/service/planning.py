@@ -372,6 +372,7 @@ def quality(fc: Any, now: float | None = None) -> dict[str, Any]:
         "horizon_s": fc.horizon_s,
         "support": fc.distribution.support,
         "fallback": fc.distribution.fallback,
+        "fleet": fc.distribution.fleet,
     }
 
 

@@ -294,6 +294,10 @@ def test_horizon_cards_draw_in_chromium(server_factory, traces_dir: Path, tmp_pa
             assert re.fullmatch(r"\d+ analogues?", support), support
             fallback = page.locator('#hz-figures dd[data-figure="fallback"]').inner_text()
             assert fallback.startswith(("blend", "unconditional", "none"))
+            fleet = page.locator('#hz-figures dd[data-figure="fleet"]').inner_text()
+            assert re.fullmatch(
+                r"\d+ outcomes of other hosts that were this idle|not borrowed", fleet
+            )
 
             # the calibration: coverage per horizon against the nominal line, and the PIT
             cov = page.locator("#chart-hcal-coverage")

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from forecaster.switching import mixed, spells, switching_horizon
+from forecaster.distribution import mixed
+from forecaster.switching import spells, switching_horizon
 
 
 def test_spells_absorb_short_runs() -> None:

@@ -136,3 +136,30 @@ def test_rows_written_by_another_worker_show_up(env) -> None:  # type: ignore[no
     fc = env.client.get("/api/v1/forecasts/h1/cpu", headers=env.h("app")).json()
     assert fc["samples"] == 80
     assert after["makespan"]["mean"] > 3 * before["makespan"]["mean"]
+
+
+def test_idle_host_borrows_from_the_other_hosts(env, traces_dir) -> None:  # type: ignore[no-untyped-def]
+    """A host idle all along falls back at 3 days and borrows what followed the other idle
+    hosts' states (forecaster.fleet): the answer says how many outcomes it borrowed, and
+    measurements of the others after ``at`` change nothing."""
+    day = 86400.0
+    idle = read_trace(traces_dir / "4.csv.gz").alive()
+    ts, av = idle.timestamps, idle.availability
+    at = float(ts[0]) + 16.3 * day
+    post_series(env, "idle", ts[ts < at + 2 * day], av[ts < at + 2 * day])
+    url = f"/api/v1/forecasts/idle/cpu?horizon={3 * day}&at={at}"
+    alone = env.client.get(url, headers=env.h("app")).json()
+    assert alone["fallback"] is not None and alone["fleet"] is None
+    for name in ("2", "33"):
+        other = read_trace(traces_dir / f"{name}.csv.gz").alive()
+        keep = other.timestamps < at
+        post_series(env, f"h{name}", other.timestamps[keep], other.availability[keep])
+    borrowed = env.client.get(url, headers=env.h("app")).json()
+    assert borrowed["fleet"] is not None and borrowed["fleet"] >= 20
+    assert borrowed["interval"][0] < alone["interval"][0]
+    # the other hosts' measurements from `at` on are not read
+    post_series(env, "h33", [at + 600.0, at + 900.0], [0.01, 0.01])
+    assert env.client.get(url, headers=env.h("app")).json() == borrowed
+    # a live forecast of the idle host borrows too, and so does a plan's quality figure
+    live = env.client.get(f"/api/v1/forecasts/idle/cpu?horizon={3 * day}", headers=env.h("app"))
+    assert live.status_code == 200 and "fleet" in live.json()

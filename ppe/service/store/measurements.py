@@ -173,3 +173,39 @@ def latest_timestamps(engine: Engine, series_ids: list[int]) -> dict[int, float]
     )
     with engine.connect() as conn:
         return {int(sid): float(ts) for sid, ts in conn.execute(stmt)}
+
+
+def host_series_versions(engine: Engine, metric: str) -> tuple[tuple[int, int, float], ...]:
+    """(series, sample count, newest timestamp) of every host series of ``metric`` (peer '')
+    that holds samples: the fleet a forecast may borrow from (forecaster.fleet), and a key that
+    changes whenever any of it does."""
+    stmt = (
+        select(Series.id, Series.samples, Series.latest_timestamp)
+        .where(Series.metric == metric, Series.peer == "", Series.samples > 0)
+        .order_by(Series.id)
+    )
+    with engine.connect() as conn:
+        return tuple((int(sid), int(n), float(ts or 0.0)) for sid, n, ts in conn.execute(stmt))
+
+
+def read_many(
+    engine: Engine, series_ids: Sequence[int], *, since: float, before: float | None = None
+) -> dict[int, tuple[list[float], list[float]]]:
+    """The samples of many series in [since, before), oldest first, in one query."""
+    if not series_ids:
+        return {}
+    conds = [Measurement.series_id.in_(list(series_ids)), Measurement.timestamp >= since]
+    if before is not None:
+        conds.append(Measurement.timestamp < before)
+    stmt = (
+        select(Measurement.series_id, Measurement.timestamp, Measurement.value)
+        .where(*conds)
+        .order_by(Measurement.series_id, Measurement.timestamp)
+    )
+    out: dict[int, tuple[list[float], list[float]]] = {}
+    with engine.connect() as conn:
+        for sid, ts, v in conn.execute(stmt):
+            ts_list, v_list = out.setdefault(int(sid), ([], []))
+            ts_list.append(float(ts))
+            v_list.append(float(v))
+    return out

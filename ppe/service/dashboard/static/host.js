@@ -297,6 +297,7 @@
       ["Distribution", f.kind + (f.multimode ? " (several modes)" : "")],
       ["Support", P.finite(f.support) ? f.support + (f.support === 1 ? " analogue" : " analogues") : "—"],
       ["Fallback", f.fallback ? (FALLBACK_TEXT[f.fallback] || f.fallback) : "none: enough analogues"],
+      ["Fleet", P.finite(f.fleet) ? f.fleet + " outcomes of other hosts that were this idle" : "not borrowed"],
       ["From", f.n + " samples, newest " + P.age(P.now() - f.last_timestamp) + " ago"],
     ];
     dl.replaceChildren(...rows.flatMap(([k, v]) => [h("dt", {}, k), h("dd", { dataset: { figure: String(k).toLowerCase() } }, v)]));

@@ -1,0 +1,101 @@
+"""Horizon forecast latency: cold (one host, two weeks of 5-minute samples) and warm (issue 17).
+
+    .venv/bin/python benchmarks/bench_horizon.py [TRACE_DIR] [--repeat 5]
+
+Cold: ``forecast_series`` from the samples alone (the battery replayed in batch, the analogue
+fit made), as a worker computes a series it has never seen. Warm: the same call with the
+series' online state and its fit cache, as the worker's second request for that horizon after
+a new sample would be if the fit were kept (a memoised answer is a dictionary look-up). For
+an idle host the cold call also borrows from the fleet (``forecaster.fleet``: the other traces,
+prepared once, as the service shares them for 5 minutes); preparing that fleet is timed apart.
+One BLAS thread; the median of ``--repeat`` calls; CPU time beside wall time.
+Targets: warm under 2 ms, cold under 50 ms.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+from collections.abc import Callable, Hashable
+from functools import partial
+from pathlib import Path
+
+from threadpoolctl import threadpool_limits
+
+from forecaster import CPU_ANALOG, Distribution, SeriesForecaster, forecast_series
+from forecaster.fleet import HostWindows
+from ppe.traces import Trace, read_traces
+
+DEFAULT_DIR = Path(__file__).resolve().parents[2] / "shared" / "traces" / "bitbrains-rnd-2013-7"
+HORIZONS = (300.0, 3600.0, 21600.0, 86400.0, 259200.0)
+HISTORY_S = 14 * 86400.0
+BOUNDS = (0.0, 1.0)
+
+
+def timed(call: Callable[[], object], repeat: int) -> tuple[float, float]:
+    """Median wall and CPU milliseconds of ``repeat`` calls."""
+    walls, cpus = [], []
+    for _ in range(repeat):
+        wall, cpu = time.perf_counter(), time.process_time()
+        call()
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return 1e3 * statistics.median(walls), 1e3 * statistics.median(cpus)
+
+
+def bench_host(name: str, traces: dict[str, Trace], repeat: int) -> None:
+    t = traces[name]
+    now = float(t.timestamps[0]) + HISTORY_S + 0.3 * 86400.0
+    keep = (t.timestamps < now) & (t.timestamps >= now - HISTORY_S)
+    ts, xs = t.timestamps[keep], t.availability[keep]
+    others = [o for n, o in traces.items() if n != name]
+
+    def prepare() -> list[HostWindows]:
+        return [HostWindows.of(o.timestamps, o.availability, BOUNDS) for o in others]
+
+    build = timed(prepare, repeat)
+    fleet = prepare()
+    print(
+        f"host {name}: {ts.size} samples; preparing the fleet of {len(others)} hosts "
+        f"{build[0]:.1f} ms wall, {build[1]:.1f} ms CPU"
+    )
+    state = SeriesForecaster.from_history(list(ts), list(xs))
+    for h in HORIZONS:
+        fits: dict[Hashable, Distribution] = {}
+        cold = partial(
+            forecast_series,
+            ts,
+            xs,
+            now=now,
+            horizon_s=h,
+            bounds=BOUNDS,
+            analog=CPU_ANALOG,
+            fleet=lambda: fleet,
+        )
+        warm = partial(cold, state=state, fit_cache=fits)
+        fc = warm()  # fills the fit cache
+        c, w = timed(cold, repeat), timed(warm, repeat)
+        print(
+            f"  horizon {h / 3600:g} h: cold {c[0]:.1f} ms wall ({c[1]:.1f} CPU), "
+            f"warm {w[0]:.2f} ms wall ({w[1]:.2f} CPU); fallback "
+            f"{fc.distribution.fallback}, fleet {fc.distribution.fleet}"
+        )
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("traces", nargs="?", default=str(DEFAULT_DIR))
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--hosts", default="41,4", help="trace names to forecast (41 bimodal, 4 idle)")
+    args = ap.parse_args()
+    traces = {t.name: t.alive() for t in read_traces([Path(args.traces)])}
+    print(f"load average {os.getloadavg()[0]:.2f}; {len(traces)} traces")
+    with threadpool_limits(limits=1):
+        for name in args.hosts.split(","):
+            bench_host(name, traces, args.repeat)
+
+
+if __name__ == "__main__":
+    main()
