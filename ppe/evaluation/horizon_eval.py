@@ -53,7 +53,7 @@ from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG, AnalogOptions
 from forecaster.api import _prepare, series_distribution
 from forecaster.config import DEFAULT_CONFIG
 from forecaster.distribution import Distribution, mixed
-from forecaster.fleet import FLEET, HostWindows, settled_high
+from forecaster.fleet import FLEET, FleetSource, HostWindows, settled_high
 from forecaster.history import FloatArray
 from forecaster.horizon import sample_spacing, snap_horizon
 from forecaster.switching import switching_horizon
@@ -382,6 +382,7 @@ def calibrate_series(
     per_horizon: int = SERIES_CASES,
     opts: HorizonOptions | None = None,
     history: int = SERVICE_HISTORY,
+    fleet: FleetSource | None = None,
 ) -> dict[str, Any]:
     """How well one series' own past horizon forecasts were calibrated (the dashboard's card).
 
@@ -391,13 +392,17 @@ def calibrate_series(
     ``forecaster`` entry: samples strictly before ``T`` only) against the realised mean
     over ``[T, T + H)``; per horizon the :func:`scores`, the Wilson interval of the coverage,
     the PIT histogram (the forecast CDF at the realised mean) and, without cases, why.
-    ``history``: samples before ``T`` the service reads (its ``Settings.history_limit``)."""
+    ``history``: samples before ``T`` the service reads (its ``Settings.history_limit``);
+    ``fleet``: the other hosts, as the service's forecasts borrow from them (only their windows
+    that ended before each ``T`` are read)."""
     o = opts or HorizonOptions()
     ts, xs = _prepare(timestamps, values, None)
     span = float(ts[-1] - ts[0]) if ts.size else 0.0
     rows, pits = [], []
     for h in horizons:
-        cases = _series_cases(ts, xs, name, h, per_horizon, o, history) if ts.size >= 2 else []
+        cases = (
+            _series_cases(ts, xs, name, h, per_horizon, o, history, fleet) if ts.size >= 2 else []
+        )
         sc = scores(cases, "forecaster")
         hits = round(sc["coverage"] * len(cases)) if cases else 0  # scores' tolerance
         hp = [c["forecaster"]["pit"] for c in cases]
@@ -442,6 +447,7 @@ def _series_cases(
     count: int,
     opts: HorizonOptions,
     history: int,
+    fleet: FleetSource | None = None,
 ) -> list[dict[str, Any]]:
     """The scored cases of one horizon; times whose history the service would refuse (fewer
     samples than the forecaster's minimum) are left out, as a client would get a 409."""
@@ -450,7 +456,14 @@ def _series_cases(
         before_t, x_before = service_history(ts, xs, t, history)
         if x_before.size < DEFAULT_CONFIG.min_samples:
             continue
-        dist = _service_distribution(before_t, x_before, t, snap_horizon(horizon_s), CPU_ANALOG)
+        dist = series_distribution(
+            before_t,
+            x_before,
+            now=t,
+            horizon_s=snap_horizon(horizon_s),
+            analog=CPU_ANALOG,
+            fleet=fleet,
+        )
         mean, lo, hi = _summary(dist)
         pit = min(max(float(dist.cdf(y)), 0.0), 1.0)
         out.append(
@@ -465,6 +478,7 @@ def _series_cases(
                     "pit": pit,
                     "support": dist.support,
                     "fallback": dist.fallback,
+                    "fleet": dist.fleet,
                 },
             }
         )

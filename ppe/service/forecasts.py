@@ -288,32 +288,37 @@ class ForecastCache:
         ts, vals = within(ts, vals, self.window_s)
         return np.asarray(ts, dtype=float), np.asarray(vals, dtype=float)
 
-    def fleet(self, series_id: int, metric: str, at: float | None = None) -> FleetSource | None:
+    def fleet(
+        self, series_id: int, metric: str, at: float | None = None, span_s: float = FLEET_SPAN_S
+    ) -> FleetSource | None:
         """The other CPU hosts as the fleet prior reads them (``forecaster.fleet``), built when
         a forecast first asks (only a settled-high host's fallback does) and shared for
         ``FLEET_TTL_S``; as of ``at`` (rows strictly before it) for a forecast at a past time.
+        ``span_s``: how much of each host, back from the newest sample (or ``at``); forecasts
+        at many past times (the dashboard's calibration) need more than one forecast's.
         Read from the store in one query, never through another series' lock: a forecast holds
         its own series' lock while it asks."""
         if metric != "cpu":
             return None
 
         def others() -> list[HostWindows]:
-            return [w for sid, w in self._fleet_windows(at).items() if sid != series_id]
+            hosts = self._fleet_windows(at, span_s)
+            return [w for sid, w in hosts.items() if sid != series_id]
 
         return others
 
-    def _fleet_windows(self, at: float | None) -> dict[int, HostWindows]:
+    def _fleet_windows(self, at: float | None, span_s: float) -> dict[int, HostWindows]:
         """Live: shared for ``FLEET_TTL_S`` (sensors post all the time; the windows the prior
         reads end on a 3-hour grid). As of ``at``: exact, rebuilt when any host's series changed."""
         with self._fleet_lock:
             versions = host_series_versions(self.engine, "cpu")
-            key: Hashable = None if at is None else (at, versions)
+            key: Hashable = (None, span_s) if at is None else (at, span_s, versions)
             hit = self._fleet.get(key)
             if hit is not None:
                 return hit
             ids = [sid for sid, _, _ in versions]
             newest = at if at is not None else max((t for _, _, t in versions), default=0.0)
-            rows = read_many(self.engine, ids, since=newest - FLEET_SPAN_S, before=at)
+            rows = read_many(self.engine, ids, since=newest - span_s, before=at)
             out = {}
             for sid, (ts, vals) in rows.items():
                 ts, vals = within(ts, vals, self.window_s)

@@ -38,9 +38,15 @@ def series(traces_dir: Path, samples: int = SAMPLES) -> tuple[np.ndarray, np.nda
     return ts - ts[-1] + round(time.time()) - 60.0, trace.availability[-samples:]
 
 
-def post(client: TestClient | httpx.Client, token: str, ts: np.ndarray, xs: np.ndarray) -> None:
+def post(
+    client: TestClient | httpx.Client,
+    token: str,
+    ts: np.ndarray,
+    xs: np.ndarray,
+    resource: str = HOST,
+) -> None:
     items = [
-        {"resource": HOST, "metric": "cpu", "timestamp": float(t), "value": float(v)}
+        {"resource": resource, "metric": "cpu", "timestamp": float(t), "value": float(v)}
         for t, v in zip(ts, xs, strict=True)
     ]
     r = client.post(
@@ -107,6 +113,31 @@ def test_each_forecast_is_the_one_the_public_route_answers_at_that_time(fed) -> 
             )
             assert api["support"] == case["forecaster"]["support"]
             assert api["fallback"] == case["forecaster"]["fallback"]
+
+
+def test_an_idle_hosts_past_forecasts_borrow_from_the_fleet_as_the_route_does(  # type: ignore[no-untyped-def]
+    fed, traces_dir: Path
+) -> None:
+    """An idle host's long-horizon fallbacks borrow the other hosts' outcomes
+    (forecaster.fleet); the card's past forecasts do too, exactly as ``at=`` answers them."""
+    dash, ts, _ = fed
+    for name in ("4", "2"):
+        idle = read_trace(traces_dir / f"{name}.csv.gz").alive()
+        post(dash.client, dash.tokens["sensor"], ts, idle.availability[-SAMPLES:], f"vm{name}")
+    path = "/dashboard/data/hosts/vm4/horizon-calibration"
+    body = get(dash, path, cases=3, horizons="86400,259200").json()
+    borrowed = 0
+    for row in body["horizons"]:
+        for case in row["cases"]:
+            api = get(dash, "/api/v1/forecasts/vm4/cpu", horizon=row["horizon_s"], at=case["at"])
+            assert api.status_code == 200, api.text
+            want = api.json()
+            assert want["fleet"] == case["forecaster"]["fleet"]
+            assert want["interval"] == pytest.approx(
+                [case["forecaster"]["lower"], case["forecaster"]["upper"]], abs=1e-9
+            )
+            borrowed += case["forecaster"]["fleet"] is not None
+    assert borrowed > 0
 
 
 def test_the_answer_is_kept_until_the_series_gains_a_sample(  # type: ignore[no-untyped-def]

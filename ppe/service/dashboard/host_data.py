@@ -9,12 +9,15 @@ header (or a bearer token), operator or admin. Not part of the public API (no sc
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from functools import partial
 from typing import Annotated, Any
 
 import numpy as np
 from fastapi import APIRouter, Depends, Query
 
+from forecaster.fleet import FleetSource
 from ppe.evaluation.horizon_eval import (
     DEFAULT_HORIZONS,
     SERIES_CASES,
@@ -25,6 +28,7 @@ from ppe.service.api.forecasts import series_or_404
 from ppe.service.auth import OPERATE, require
 from ppe.service.deps import ForecastCacheDep, SessionDep
 from ppe.service.errors import NOT_FOUND, ROUTER_RESPONSES, ProblemRoute, problem
+from ppe.service.forecasts import FLEET_SPAN_S
 from ppe.service.schemas import NamePath
 
 DATA_PATH = "/dashboard/data/hosts/{name}/horizon-calibration"
@@ -81,7 +85,14 @@ def horizon_calibration(
     hs = horizons_of(horizons)
     sid = series_or_404(session, name, "cpu", None)
     key = ("horizon-calibration", hs, cases)
-    compute = partial(_calibrate, name=name, horizons=hs, cases=cases, history=cache.history_limit)
+    compute = partial(
+        _calibrate,
+        name=name,
+        horizons=hs,
+        cases=cases,
+        history=cache.history_limit,
+        fleet=partial(cache.fleet, sid, "cpu"),
+    )
     body = cache.derived(sid, key, compute)
     return {"resource": name, "metric": "cpu", **body}
 
@@ -94,8 +105,13 @@ def _calibrate(
     horizons: tuple[float, ...],
     cases: int,
     history: int,
+    fleet: Callable[..., FleetSource | None],
 ) -> dict[str, Any]:
-    """The evaluation, each forecast from as many samples before its time as ``?at=`` reads."""
-    out = calibrate_series(ts, xs, name, horizons, cases, history=history)
+    """The evaluation, each forecast from as many samples before its time as ``?at=`` reads,
+    and borrowing from the other hosts as it does (their whole span since this history began,
+    in whole days so that recomputations share it)."""
+    days = math.ceil(float(ts[-1] - ts[0]) / 86400.0) if ts.size else 0
+    others = fleet(span_s=days * 86400.0 + FLEET_SPAN_S)
+    out = calibrate_series(ts, xs, name, horizons, cases, history=history, fleet=others)
     out["last_timestamp"] = float(ts[-1]) if ts.size else None
     return out
