@@ -160,11 +160,12 @@ def test_no_borrowing_without_a_fallback_or_a_settled_host() -> None:
 
 
 def test_idle_real_host_borrows_from_the_other_real_hosts(traces: dict[str, Trace]) -> None:
-    """Trace 4 sat idle all month; the other traces hold idle hosts that turned busy. Its
-    3-day forecast falls back, borrows their outcomes and reaches lower; nothing any host
-    did after the forecast time changes it."""
+    """Trace 4 sat idle all month; among the other traces are idle hosts that turned busy.
+    Its 3-day forecast 8 days in falls back and borrows their outcomes at weight 2 / (2 + n):
+    the share of the forecast below 0.9 is that weight times the share of the fleet's outcomes
+    (at this host's level) below 0.9. Nothing any host did after the forecast time changes it."""
     idle = traces["4"]
-    now = float(idle.timestamps[0]) + 20.3 * DAY
+    now = float(idle.timestamps[0]) + 8.3 * DAY
     ts, x = idle.timestamps, idle.availability
     keep = ts < now
     others = [t for name, t in traces.items() if name != "4"]
@@ -173,9 +174,16 @@ def test_idle_real_host_borrows_from_the_other_real_hosts(traces: dict[str, Trac
     borrowed = series_distribution(
         ts[keep], x[keep], now=now, horizon_s=3 * DAY, fleet=lambda: fleet
     )
+    sample, h = fleet_outcomes(fleet, 3 * DAY, now)
     assert alone.fallback is not None and alone.fleet is None
-    assert borrowed.fleet is not None and borrowed.fleet >= FLEET.min_outcomes
-    assert borrowed.interval()[0] < alone.interval()[0] - 0.05
+    assert borrowed.fleet == sample.size >= FLEET.min_outcomes and h == 3 * DAY
+    level = float(x[keep][ts[keep] >= now - FLEET.level_s].mean())
+    busy = float(np.mean(np.clip(level + sample, 0.0, 1.0) < 0.9))
+    assert busy > 0  # some of the fleet's idle spells ended within three days
+    eps = 2 / (2 + (now - float(ts[0])) / (3 * DAY))
+    assert float(alone.cdf(0.9)) < 1e-6
+    assert float(borrowed.cdf(0.9)) == pytest.approx(eps * busy, abs=0.005)
+    assert borrowed.interval()[0] < alone.interval()[0]
     # causality: the other hosts' samples from `now` on are replaced; same answer
     cut = [
         HostWindows.of(

@@ -145,12 +145,12 @@ def test_idle_host_borrows_from_the_other_hosts(env, traces_dir) -> None:  # typ
     day = 86400.0
     idle = read_trace(traces_dir / "4.csv.gz").alive()
     ts, av = idle.timestamps, idle.availability
-    at = float(ts[0]) + 16.3 * day
+    at = float(ts[0]) + 8.3 * day
     post_series(env, "idle", ts[ts < at + 2 * day], av[ts < at + 2 * day])
     url = f"/api/v1/forecasts/idle/cpu?horizon={3 * day}&at={at}"
     alone = env.client.get(url, headers=env.h("app")).json()
     assert alone["fallback"] is not None and alone["fleet"] is None
-    for name in ("2", "33"):
+    for name in ("2", "41", "233"):  # one idle all along, two that turned busy after idle days
         other = read_trace(traces_dir / f"{name}.csv.gz").alive()
         keep = other.timestamps < at
         post_series(env, f"h{name}", other.timestamps[keep], other.availability[keep])
@@ -158,7 +158,7 @@ def test_idle_host_borrows_from_the_other_hosts(env, traces_dir) -> None:  # typ
     assert borrowed["fleet"] is not None and borrowed["fleet"] >= 20
     assert borrowed["interval"][0] < alone["interval"][0]
     # the other hosts' measurements from `at` on are not read
-    post_series(env, "h33", [at + 600.0, at + 900.0], [0.01, 0.01])
+    post_series(env, "h41", [at + 600.0, at + 900.0], [0.01, 0.01])
     assert env.client.get(url, headers=env.h("app")).json() == borrowed
     # a live forecast of the idle host borrows too, and so does a plan's quality figure
     live = env.client.get(f"/api/v1/forecasts/idle/cpu?horizon={3 * day}", headers=env.h("app"))
