@@ -56,6 +56,14 @@ widened around its mean by the Student-t predictive factor of the independent wi
 third; replay's ``expected``/``expected+replan`` rows stayed where they were
 (ppe/replay/README.md). A semi-Markov switching model (:mod:`forecaster.switching`) was tried
 beside it and not adopted (docs/architecture.md, 4.7).
+
+Sixth pass (issue 17, ``floor_spread``): steady hosts over-covered at every horizon (0.972–0.978
+at 5 min, 1 h, 6 h and 1 d): their analogues' outcomes agree to within less than the 0.005
+floor that keeps a run of identical analogues of a variable host from claiming certainty. The
+floor is now at most a tenth of the host's own standard deviation over the last week (and at
+least 0.002), which leaves it whole for a host whose spread is 0.05 or more. Steady rows went
+to 0.957–0.971 with equal or lower pinball loss; a floor of 0.002 for every host, tried in
+session 30, had cost the planner (docs/architecture.md, 4.7).
 """
 
 from __future__ import annotations
@@ -82,6 +90,11 @@ class AnalogOptions:
     min_neighbours: int = 40
     state_samples: int = 2
     floor_std: float = 0.005  # absolute kernel floor (availability units)
+    # >0: the analogues' kernel floor is at most this share of the host's spread over the last
+    # week (its standard deviation), and at least ``floor_min``: a steady host's window means
+    # spread less than the floor a variable host's analogues need (sixth pass).
+    floor_spread: float = 0.0
+    floor_min: float = 0.002
     floor_rel: float = 0.0  # kernel floor relative to the mean (for bandwidths)
     components: int = 32  # analogues are summarised into this many mixture components
     first_passage: bool = True  # effective availability to finish the work, not window mean
@@ -108,6 +121,8 @@ class AnalogOptions:
     def __post_init__(self) -> None:
         if not self.recency_s >= 0:
             raise ValueError(f"recency_s must be >= 0, got {self.recency_s!r}")
+        if not (self.floor_spread >= 0 and self.floor_min >= 0):
+            raise ValueError("floor_spread and floor_min must be >= 0")
         if self.value_range is not None and not self.value_range[0] < self.value_range[1]:
             raise ValueError(f"value_range must be (low, high) with low < high: {self.value_range}")
 
@@ -125,9 +140,12 @@ CPU_ANALOG = AnalogOptions(
     widen=1.0,
     fallback_floor_std=0.002,
     value_range=(0.0, 1.0),
+    floor_spread=0.1,
 )
 #: The analogue method before the fallback (``ppe forecast-eval --horizons`` baseline).
-LEGACY_ANALOG = replace(CPU_ANALOG, min_support=0, widen=0.0, fallback_floor_std=None)
+LEGACY_ANALOG = replace(
+    CPU_ANALOG, min_support=0, widen=0.0, fallback_floor_std=None, floor_spread=0.0
+)
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 
 
@@ -348,6 +366,7 @@ def analog_horizon(
     With ``opts.min_support``, the ``support`` (independent analogues whose outcome the history
     knows, :func:`_episodes`) is counted and reported; below ``min_support`` the forecast falls
     back (:func:`_fallback`)."""
+    opts = _spread_floor(timestamps, values, now, opts)
     found = _analogues(timestamps, values, now, horizon_s, opts, True)
     if found is None:
         return None
@@ -377,6 +396,20 @@ def analog_horizon(
             background = _resample(background, _fall_weights(background, ref.level, factor))
     dist = kernel_distribution(_resample(sample, weights), opts, background)
     return dist if support is None else replace(dist, support=support)
+
+
+def _spread_floor(
+    timestamps: FloatArray, values: FloatArray, now: float, opts: AnalogOptions
+) -> AnalogOptions:
+    """``opts`` with the kernel floor scaled to the host's spread over the week before ``now``
+    (``floor_spread``; the fallback's own floor is separate)."""
+    if opts.floor_spread <= 0:
+        return opts
+    week = values[(timestamps < now) & (timestamps >= now - 7 * DAY_S)]
+    if week.size == 0:
+        return opts
+    scaled = max(opts.floor_min, opts.floor_spread * float(week.std()))
+    return replace(opts, floor_std=min(opts.floor_std, scaled))
 
 
 def _fallback(
