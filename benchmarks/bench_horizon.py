@@ -10,6 +10,10 @@ an idle host the cold call also borrows from the fleet (``forecaster.fleet``: th
 prepared once, as the service shares them for 5 minutes); preparing that fleet is timed apart.
 One BLAS thread; the median of ``--repeat`` calls; CPU time beside wall time.
 Targets: warm under 2 ms, cold under 50 ms.
+
+``--service``: the same through the API on a temporary SQLite store holding every trace (the
+protocol an outside client runs): ``GET /forecasts/{host}/cpu?horizon=H&at=T`` for the idle
+host (its fleet read from the store once per ``T``) and a bimodal one (no fleet), then live.
 """
 
 from __future__ import annotations
@@ -17,6 +21,7 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
+import tempfile
 import time
 from collections.abc import Callable, Hashable
 from functools import partial
@@ -84,17 +89,77 @@ def bench_host(name: str, traces: dict[str, Trace], repeat: int) -> None:
         )
 
 
+def bench_service(traces: dict[str, Trace], idle: str = "4", busy: str = "41") -> None:
+    from fastapi.testclient import TestClient
+
+    from ppe.service.app import create_app
+    from ppe.service.config import Settings
+    from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
+    from ppe.service.store.tokens import create_token
+
+    with tempfile.TemporaryDirectory() as d:
+        url = f"sqlite:///{d}/ppe.db"
+        migrate(url)
+        engine = make_engine(url)
+        with session_scope(make_sessionmaker(engine)) as s:
+            tokens = {r: create_token(s, r) for r in ("sensor", "app")}
+        engine.dispose()
+        with TestClient(create_app(Settings(database_url=url, max_batch=20_000))) as c:
+            sensor = {"Authorization": f"Bearer {tokens['sensor']}"}
+            app = {"Authorization": f"Bearer {tokens['app']}"}
+            start = time.perf_counter()
+            for name, t in traces.items():
+                items = [
+                    {"resource": f"h{name}", "metric": "cpu", "timestamp": a, "value": v}
+                    for a, v in zip(t.timestamps.tolist(), t.availability.tolist(), strict=True)
+                ]
+                for i in range(0, len(items), 10_000):
+                    r = c.post(
+                        "/api/v1/measurements",
+                        json={"measurements": items[i : i + 10_000]},
+                        headers=sensor,
+                    )
+                    r.raise_for_status()
+            rows = sum(len(t) for t in traces.values())
+            print(f"service: {rows} samples posted in {time.perf_counter() - start:.1f} s")
+
+            def get(host: str, query: str) -> tuple[float, object]:
+                t0 = time.perf_counter()
+                r = c.get(f"/api/v1/forecasts/h{host}/cpu?{query}", headers=app)
+                r.raise_for_status()
+                return 1e3 * (time.perf_counter() - t0), r.json()["fleet"]
+
+            first = float(traces[idle].timestamps[0])
+            for day in (8.3, 16.3, 24.3):
+                at = first + day * 86400.0
+                for h in (86400.0, 259200.0):
+                    (ms, fleet), (ms_busy, _) = (
+                        get(idle, f"horizon={h}&at={at}"),
+                        get(busy, f"horizon={h}&at={at}"),
+                    )
+                    print(
+                        f"  at day {day}, {h / 86400:g} d: idle host {ms:.0f} ms (fleet {fleet}), "
+                        f"bimodal host {ms_busy:.0f} ms"
+                    )
+            for host in (idle, "2"):
+                ms, fleet = get(host, "horizon=259200")
+                print(f"  live, host {host}, 3 d: {ms:.0f} ms (fleet {fleet})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("traces", nargs="?", default=str(DEFAULT_DIR))
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--hosts", default="41,4", help="trace names to forecast (41 bimodal, 4 idle)")
+    ap.add_argument("--service", action="store_true", help="also through the API (module doc)")
     args = ap.parse_args()
     traces = {t.name: t.alive() for t in read_traces([Path(args.traces)])}
     print(f"load average {os.getloadavg()[0]:.2f}; {len(traces)} traces")
     with threadpool_limits(limits=1):
         for name in args.hosts.split(","):
             bench_host(name, traces, args.repeat)
+    if args.service:
+        bench_service(traces)
 
 
 if __name__ == "__main__":
