@@ -63,6 +63,10 @@ FLEET_TTL_S = 300.0
 #: How much of each other host the fleet prior reads: its starts' look-back and the history
 #: before each start that says whether the host was settled high there.
 FLEET_SPAN_S = FLEET.lookback_s + FLEET.settled_window_s
+#: Fleet tables a worker keeps (each holds every CPU host's span: 59 hosts of three weeks are
+#: 8.5 MB): the live one, the dashboard calibration's, and the latest times forecasts were
+#: asked `at` (an evaluation asks several horizons at one time, then moves on).
+FLEET_TABLES = 4
 CPU_BOUNDS = (0.0, 1.0)
 NONNEGATIVE = (0.0, float("inf"))
 
@@ -154,7 +158,7 @@ class ForecastCache:
             maxsize=256, ttl=DEPENDENCE_TTL_S
         )
         self._fleet: TTLCache[Hashable, dict[int, HostWindows]] = TTLCache(
-            maxsize=8, ttl=FLEET_TTL_S
+            maxsize=FLEET_TABLES, ttl=FLEET_TTL_S
         )
         self._fleet_lock = threading.Lock()
 
