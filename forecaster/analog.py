@@ -95,6 +95,7 @@ class AnalogOptions:
     # spread less than the floor a variable host's analogues need (sixth pass).
     floor_spread: float = 0.0
     floor_min: float = 0.002
+    floor_window_s: float = 7 * 86400.0  # the history the host's spread is read from
     floor_rel: float = 0.0  # kernel floor relative to the mean (for bandwidths)
     components: int = 32  # analogues are summarised into this many mixture components
     first_passage: bool = True  # effective availability to finish the work, not window mean
@@ -401,14 +402,14 @@ def analog_horizon(
 def _spread_floor(
     timestamps: FloatArray, values: FloatArray, now: float, opts: AnalogOptions
 ) -> AnalogOptions:
-    """``opts`` with the kernel floor scaled to the host's spread over the week before ``now``
-    (``floor_spread``; the fallback's own floor is separate)."""
+    """``opts`` with the kernel floor scaled to the host's spread over the ``floor_window_s``
+    before ``now`` (``floor_spread``; the fallback's own floor is separate)."""
     if opts.floor_spread <= 0:
         return opts
-    week = values[(timestamps < now) & (timestamps >= now - 7 * DAY_S)]
-    if week.size == 0:
+    recent = values[(timestamps < now) & (timestamps >= now - opts.floor_window_s)]
+    if recent.size == 0:
         return opts
-    scaled = max(opts.floor_min, opts.floor_spread * float(week.std()))
+    scaled = max(opts.floor_min, opts.floor_spread * float(recent.std()))
     return replace(opts, floor_std=min(opts.floor_std, scaled))
 
 

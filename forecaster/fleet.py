@@ -32,12 +32,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 from numpy.typing import NDArray
 
-from forecaster.analog import AnalogOptions, kernel_distribution
+from forecaster.analog import DAY_S, AnalogOptions, kernel_distribution
 from forecaster.distribution import Distribution, mixed
 from forecaster.history import FloatArray
 from forecaster.horizon import sample_spacing
-
-DAY_S = 86400.0
 
 
 @dataclass(frozen=True)
@@ -70,6 +68,21 @@ def settled_threshold(value_range: tuple[float, float], opts: FleetOptions = FLE
     return low + opts.settled_level * (high - low)
 
 
+def _settled(
+    below: NDArray[np.int64], seen: NDArray[np.int64], opts: FleetOptions
+) -> NDArray[np.bool_]:
+    """The rule itself: some samples seen, at most ``settled_share`` of them below the level."""
+    out: NDArray[np.bool_] = (seen > 0) & (below <= opts.settled_share * seen)
+    return out
+
+
+def _level(timestamps: FloatArray, values: FloatArray, now: float, opts: FleetOptions) -> float:
+    """Mean of the samples in the ``level_s`` before ``now`` (the newest before it if none)."""
+    before = timestamps < now
+    recent = values[before & (timestamps >= now - opts.level_s)]
+    return float(recent.mean()) if recent.size else float(values[before][-1])
+
+
 def settled_high(
     timestamps: FloatArray,
     values: FloatArray,
@@ -81,10 +94,8 @@ def settled_high(
     ``now`` lie below ``settled_level`` of the range (False with no samples there)."""
     ts = np.asarray(timestamps, dtype=np.float64)
     recent = np.asarray(values, dtype=np.float64)[(ts < now) & (ts >= now - opts.settled_window_s)]
-    if recent.size == 0:
-        return False
-    below = int(np.count_nonzero(recent < settled_threshold(value_range, opts)))
-    return below <= opts.settled_share * recent.size
+    below = np.count_nonzero(recent < settled_threshold(value_range, opts))
+    return bool(_settled(np.array([below]), np.array([recent.size]), opts)[0])
 
 
 @dataclass(frozen=True)
@@ -95,7 +106,7 @@ class HostWindows:
     timestamps: FloatArray
     csum: FloatArray  # csum[i] = sum of the first i values
     below: NDArray[np.int64]  # below[i] = how many of the first i values are below the level
-    spacing: float
+    opts: FleetOptions  # the settled level ``below`` counts against, and the grid
 
     @classmethod
     def of(
@@ -116,17 +127,21 @@ class HostWindows:
             timestamps=ts,
             csum=np.concatenate(([0.0], np.cumsum(xs))),
             below=np.concatenate(([0], np.cumsum(low))),
-            spacing=sample_spacing(ts) if ts.size >= 2 else 300.0,
+            opts=opts,
         )
 
-    def outcomes(self, horizon_s: float, now: float, opts: FleetOptions = FLEET) -> FloatArray:
+    def outcomes(self, horizon_s: float, now: float) -> FloatArray:
         """Mean over ``horizon_s`` after each grid start at which this host was settled high,
-        minus its level before the start; only windows that ended by ``now``."""
-        ts = self.timestamps
+        minus its level before the start; only windows that ended by ``now`` (nothing at or
+        after ``now`` is read, the sample spacing included)."""
+        opts = self.opts
+        past = int(np.searchsorted(self.timestamps, now))
+        ts = self.timestamps[:past]
         if ts.size < 2:
             return np.empty(0)
+        spacing = sample_spacing(ts)
         first = max(now - opts.lookback_s, float(ts[0]) + opts.min_history_s)
-        last = min(now, float(ts[-1]) + self.spacing) - horizon_s
+        last = min(now, float(ts[-1]) + spacing) - horizon_s
         if last < first:
             return np.empty(0)
         starts = opts.grid_s * np.arange(
@@ -138,9 +153,8 @@ class HostWindows:
         w0 = np.searchsorted(ts, starts - opts.settled_window_s)
         l0 = np.searchsorted(ts, starts - opts.level_s)
         end = np.searchsorted(ts, starts + horizon_s)
-        seen, low = at - w0, self.below[at] - self.below[w0]
-        settled = (seen > 0) & (low <= opts.settled_share * seen)
-        whole = (end - at) >= 0.5 * horizon_s / self.spacing
+        settled = _settled(self.below[at] - self.below[w0], at - w0, opts)
+        whole = (end - at) >= 0.5 * horizon_s / spacing
         leveled = at > l0
         ok = settled & whole & leveled
         if not ok.any():
@@ -163,7 +177,7 @@ def fleet_outcomes(
     the horizon they are over; empty when even the shortest holds too few."""
     h = horizon_s
     while True:
-        parts = [host.outcomes(h, now, opts) for host in hosts]
+        parts = [host.outcomes(h, now) for host in hosts]
         sample = np.concatenate(parts) if parts else np.empty(0)
         if sample.size >= opts.min_outcomes or h / 2 < opts.min_horizon_s:
             break
@@ -194,9 +208,7 @@ def with_fleet(
     sample, _ = fleet_outcomes(fleet(), horizon_s, now, opts)
     if sample.size == 0:
         return dist
-    recent = values[timestamps >= now - opts.level_s]
-    level = float(recent.mean()) if recent.size else float(values[-1])
-    shifted = np.clip(level + sample, *value_range)
+    shifted = np.clip(_level(timestamps, values, now, opts) + sample, *value_range)
     prior = kernel_distribution(shifted, replace(analog, unconditional_weight=0.0))
     own = max(min(now - float(timestamps[0]), analog.lookback_s) / horizon_s, 1.0)
     eps = opts.strength / (opts.strength + own)

@@ -48,6 +48,7 @@ from ppe.service.store.measurements import (
     latest_timestamps,
     read_many,
     read_series,
+    window_versions,
 )
 
 #: How long a worker reuses the measured dependence between hosts (see co_movement).
@@ -63,10 +64,11 @@ FLEET_TTL_S = 300.0
 #: How much of each other host the fleet prior reads: its starts' look-back and the history
 #: before each start that says whether the host was settled high there.
 FLEET_SPAN_S = FLEET.lookback_s + FLEET.settled_window_s
-#: Fleet tables a worker keeps (each holds every CPU host's span: 59 hosts of three weeks are
-#: 8.5 MB): the live one, the dashboard calibration's, and the latest times forecasts were
-#: asked `at` (an evaluation asks several horizons at one time, then moves on).
-FLEET_TABLES = 4
+#: Fleet tables as of a past time a worker keeps besides the live one (each holds every CPU
+#: host's rows over its span, three arrays of 8 bytes a row: 59 hosts of three weeks are 8.5
+#: MB, a dashboard card's span up to the history limit more): an evaluation asks several
+#: horizons at one time, then moves on; a calibration card reads one as of its newest sample.
+FLEET_TABLES = 3
 CPU_BOUNDS = (0.0, 1.0)
 NONNEGATIVE = (0.0, float("inf"))
 
@@ -157,6 +159,9 @@ class ForecastCache:
         self._dependence: TTLCache[tuple[Any, ...], np.ndarray] = TTLCache(
             maxsize=256, ttl=DEPENDENCE_TTL_S
         )
+        self._fleet_live: TTLCache[float, dict[int, HostWindows]] = TTLCache(
+            maxsize=1, ttl=FLEET_TTL_S
+        )
         self._fleet: TTLCache[Hashable, dict[int, HostWindows]] = TTLCache(
             maxsize=FLEET_TABLES, ttl=FLEET_TTL_S
         )
@@ -231,8 +236,10 @@ class ForecastCache:
     def versions(self, series_ids: list[int]) -> tuple[tuple[int, int, float | None], ...]:
         """(series, sample count, newest timestamp) of each series, caught up with the store.
 
-        Every forecast of a live series, at any horizon, is a function of these: a plan over
-        the same versions is the same plan (the service memoises plans on them). Call
+        Every forecast of a live series, at any horizon, is a function of these and of the
+        fleet a settled-high host borrows from, which a worker refreshes every
+        ``FLEET_TTL_S`` (its windows end on a 3-hour grid): a plan over the same versions is
+        the same plan (the service memoises plans on them). Call
         :meth:`refresh` for the same series first: it checks them all in one query.
         """
         out = []
@@ -313,21 +320,30 @@ class ForecastCache:
 
     def _fleet_windows(self, at: float | None, span_s: float) -> dict[int, HostWindows]:
         """Live: shared for ``FLEET_TTL_S`` (sensors post all the time; the windows the prior
-        reads end on a 3-hour grid). As of ``at``: exact, rebuilt when any host's series changed."""
+        reads end on a 3-hour grid). As of ``at``: exact, keyed on what the store holds in
+        the span before ``at`` (rows posted after it leave the key alone)."""
         with self._fleet_lock:
-            versions = host_series_versions(self.engine, "cpu")
-            key: Hashable = (None, span_s) if at is None else (at, span_s, versions)
-            hit = self._fleet.get(key)
-            if hit is not None:
+            if at is None and (hit := self._fleet_live.get(span_s)) is not None:
                 return hit
-            ids = [sid for sid, _, _ in versions]
-            newest = at if at is not None else max((t for _, _, t in versions), default=0.0)
+            hosts = host_series_versions(self.engine, "cpu")
+            ids = [sid for sid, _, _ in hosts]
+            if at is None:
+                newest = max((t for _, _, t in hosts), default=0.0)
+                key: Hashable = None
+            else:
+                newest = at
+                key = (at, span_s, window_versions(self.engine, ids, since=at - span_s, before=at))
+                if (hit := self._fleet.get(key)) is not None:
+                    return hit
             rows = read_many(self.engine, ids, since=newest - span_s, before=at)
             out = {}
             for sid, (ts, vals) in rows.items():
                 ts, vals = within(ts, vals, self.window_s)
                 out[sid] = HostWindows.of(np.asarray(ts), np.asarray(vals), CPU_BOUNDS)
-            self._fleet[key] = out
+            if key is None:
+                self._fleet_live[span_s] = out
+            else:
+                self._fleet[key] = out
             return out
 
     def forecast(

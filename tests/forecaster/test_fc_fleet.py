@@ -30,20 +30,23 @@ def series(days: float, value: float = 0.98) -> tuple[np.ndarray, np.ndarray]:
 
 
 def test_settled_high_counts_the_samples_below_the_level_in_the_last_week() -> None:
-    ts, x = series(10)
-    now = float(ts[-1]) + STEP
-    week = ts >= now - 7 * DAY
-    n = int(week.sum())
-    low = np.flatnonzero(week)[: int(0.05 * n)]  # exactly the share allowed
-    x[low] = 0.5
+    now = T0 + 10 * DAY
+    ts = now - 7 * DAY + 302.4 * (np.arange(2000, dtype=np.float64) + 0.5)  # all in the week
+    x = np.full(ts.size, 0.98)
+    x[:100] = 0.5  # exactly 5 %: allowed
     assert settled_high(ts, x, now, RANGE)
-    x[np.flatnonzero(week)[int(0.05 * n) + 1]] = 0.5  # one more
+    x[100] = 0.5  # one more
     assert not settled_high(ts, x, now, RANGE)
+    x[:101] = 0.98
+    x[-1] = 0.9  # at the level is not below it
+    assert settled_high(ts, x, now, RANGE)
     # only the last 7 days count: a busy spell before them does not
-    y = np.where(ts < now - 7.5 * DAY, 0.1, 0.98)
-    assert settled_high(ts, y, now, RANGE)
-    assert not settled_high(ts, y, now - 2 * DAY, RANGE)
-    assert not settled_high(ts, x, float(ts[0]), RANGE)  # nothing before: not settled
+    long_ts, _ = series(10)
+    y = np.where(long_ts < T0 + 2.5 * DAY, 0.1, 0.98)
+    end = float(long_ts[-1]) + STEP
+    assert settled_high(long_ts, y, end, RANGE)
+    assert not settled_high(long_ts, y, end - 2 * DAY, RANGE)
+    assert not settled_high(long_ts, y, float(long_ts[0]), RANGE)  # nothing before: not settled
 
 
 def test_outcomes_by_hand() -> None:

@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from forecaster.analog import CPU_ANALOG, analog_horizon
+from forecaster.analog import CPU_ANALOG, _spread_floor, analog_horizon
 
 DAY = 86400.0
 
@@ -28,9 +28,11 @@ def narrowest(ts: np.ndarray, xs: np.ndarray, floor_spread: float) -> float:
 @pytest.mark.parametrize(("std", "floor"), [(0.0, 0.002), (0.001, 0.002), (0.03, 0.003)])
 def test_a_steady_hosts_floor_is_a_tenth_of_its_spread(std: float, floor: float) -> None:
     ts, xs = steady(std)
-    week = xs[ts >= ts[-1] + 300.0 - 7 * DAY]
+    now = float(ts[-1]) + 300.0
+    week = xs[ts >= now - 7 * DAY]
     expected = max(0.002, 0.1 * float(week.std()))
     assert expected == pytest.approx(floor, abs=2e-4)
+    assert _spread_floor(ts, xs, now, CPU_ANALOG).floor_std == expected
     # the kernel's narrowest component is the floor when the analogues agree (std 0) and
     # never below it; without the rule every host gets 0.005
     got = narrowest(ts, xs, 0.1)
@@ -43,8 +45,12 @@ def test_a_steady_hosts_floor_is_a_tenth_of_its_spread(std: float, floor: float)
 def test_a_variable_host_keeps_the_full_floor() -> None:
     ts, xs = steady(0.0)
     xs = np.where((np.arange(ts.size) // 36) % 2 == 0, 0.3, 0.9)  # 3-hour spells, std 0.3
-    assert min(CPU_ANALOG.floor_std, 0.1 * float(xs.std())) == CPU_ANALOG.floor_std
+    now = float(ts[-1]) + 300.0
+    assert _spread_floor(ts, xs, now, CPU_ANALOG).floor_std == CPU_ANALOG.floor_std == 0.005
     assert narrowest(ts, xs, 0.1) >= CPU_ANALOG.floor_std - 1e-12
+    # only the window before `now` is read: a calm future does not lower the floor
+    calm = np.where(ts >= now - DAY, 0.6, xs)
+    assert _spread_floor(ts, calm, now - DAY, CPU_ANALOG).floor_std == 0.005
 
 
 def test_floor_options_are_checked() -> None:

@@ -108,10 +108,12 @@ def _calibrate(
     fleet: Callable[..., FleetSource | None],
 ) -> dict[str, Any]:
     """The evaluation, each forecast from as many samples before its time as ``?at=`` reads,
-    and borrowing from the other hosts as it does (their whole span since this history began,
-    in whole days so that recomputations share it)."""
-    days = math.ceil(float(ts[-1] - ts[0]) / 86400.0) if ts.size else 0
-    others = fleet(span_s=days * 86400.0 + FLEET_SPAN_S)
+    and borrowing from the other hosts as it does."""
+    # as of just after this host's newest sample (every case is before it) and over its whole
+    # history: read again when the series gains a sample, as the card is computed again then
+    span = float(ts[-1] - ts[0]) if ts.size else 0.0
+    at = float(np.nextafter(ts[-1], math.inf)) if ts.size else None
+    others = fleet(at=at, span_s=span + FLEET_SPAN_S)
     out = calibrate_series(ts, xs, name, horizons, cases, history=history, fleet=others)
     out["last_timestamp"] = float(ts[-1]) if ts.size else None
     return out

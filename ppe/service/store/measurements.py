@@ -209,3 +209,24 @@ def read_many(
             ts_list.append(float(ts))
             v_list.append(float(v))
     return out
+
+
+def window_versions(
+    engine: Engine, series_ids: Sequence[int], *, since: float, before: float
+) -> tuple[tuple[int, int, float], ...]:
+    """(series, samples, newest timestamp) of each series within [since, before): what a
+    reading of that window depends on, counted without reading it."""
+    if not series_ids:
+        return ()
+    stmt = (
+        select(Measurement.series_id, func.count(), func.max(Measurement.timestamp))
+        .where(
+            Measurement.series_id.in_(list(series_ids)),
+            Measurement.timestamp >= since,
+            Measurement.timestamp < before,
+        )
+        .group_by(Measurement.series_id)
+        .order_by(Measurement.series_id)
+    )
+    with engine.connect() as conn:
+        return tuple((int(sid), int(n), float(ts)) for sid, n, ts in conn.execute(stmt))
