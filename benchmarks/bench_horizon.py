@@ -27,6 +27,7 @@ from collections.abc import Callable, Hashable
 from functools import partial
 from pathlib import Path
 
+from common import token  # benchmarks/common.py, beside this script
 from threadpoolctl import threadpool_limits
 
 from forecaster import CPU_ANALOG, Distribution, SeriesForecaster, forecast_series
@@ -94,16 +95,10 @@ def bench_service(traces: dict[str, Trace], idle: str = "4", busy: str = "41") -
 
     from ppe.service.app import create_app
     from ppe.service.config import Settings
-    from ppe.service.store.db import make_engine, make_sessionmaker, migrate, session_scope
-    from ppe.service.store.tokens import create_token
 
     with tempfile.TemporaryDirectory() as d:
         url = f"sqlite:///{d}/ppe.db"
-        migrate(url)
-        engine = make_engine(url)
-        with session_scope(make_sessionmaker(engine)) as s:
-            tokens = {r: create_token(s, r) for r in ("sensor", "app")}
-        engine.dispose()
+        tokens = {role: token(url, role) for role in ("sensor", "app")}
         with TestClient(create_app(Settings(database_url=url, max_batch=20_000))) as c:
             sensor = {"Authorization": f"Bearer {tokens['sensor']}"}
             app = {"Authorization": f"Bearer {tokens['app']}"}

@@ -45,25 +45,24 @@ def score_trace(
     args: tuple[Trace, list[HostWindows], HorizonOptions, int, Sequence[float]],
 ) -> list[dict[str, Any]]:
     trace, fleet, opts, per_trace, strengths = args
+    options = {s: replace(FLEET, strength=s) for s in strengths if s > 0}
     rows = []
     with threadpool_limits(limits=1):
         for h in opts.horizons:
+            snapped = snap_horizon(h)
             cases = forecast_times(
                 trace.timestamps, trace.availability, trace.name, h, per_trace, opts
             )
             for now, y in cases:
                 ts, xs = service_history(trace.timestamps, trace.availability, now)
-                alone = series_distribution(
-                    ts, xs, now=now, horizon_s=snap_horizon(h), analog=CPU_ANALOG
-                )
+                alone = series_distribution(ts, xs, now=now, horizon_s=snapped, analog=CPU_ANALOG)
                 row: dict[str, Any] = {"h": h, "category": category(ts, xs, now), "y": y}
                 for s in strengths:
                     dist = alone
                     if s > 0:
-                        fopts = replace(FLEET, strength=s)
-                        horizon = snap_horizon(h) or h
+                        horizon = snapped or h
                         dist = with_fleet(
-                            alone, ts, xs, now, horizon, lambda: fleet, CPU_ANALOG, fopts
+                            alone, ts, xs, now, horizon, lambda: fleet, CPU_ANALOG, options[s]
                         )
                     lo, hi = dist.interval(CONFIDENCE)
                     row[f"{s:g}"] = (min(max(lo, 0.0), 1.0), min(max(hi, 0.0), 1.0))

@@ -13,7 +13,7 @@ from forecaster.batch import batch_forecasts
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, fit_distribution
 from forecaster.fleet import FleetSource, with_fleet
-from forecaster.history import FloatArray
+from forecaster.history import FloatArray, series_before
 from forecaster.horizon import DEFAULT_LOOKBACK_S, horizon_distribution, sample_spacing
 from forecaster.online import OneStep, SeriesForecaster
 
@@ -97,27 +97,6 @@ def _clip(v: float, bounds: tuple[float, float] | None) -> float:
     return min(max(v, bounds[0]), bounds[1])
 
 
-def _prepare(
-    timestamps: Sequence[float] | FloatArray,
-    values: Sequence[float] | FloatArray,
-    now: float | None,
-) -> tuple[FloatArray, FloatArray]:
-    """Finite samples strictly before ``now``, in time order, one per timestamp (first kept)."""
-    ts = np.asarray(timestamps, dtype=np.float64)
-    xs = np.asarray(values, dtype=np.float64)
-    if ts.shape != xs.shape or ts.ndim != 1:
-        raise ValueError("timestamps and values must be 1-D and of equal length")
-    keep = np.isfinite(ts) & np.isfinite(xs)
-    if now is not None:
-        keep &= ts < now
-    ts, xs = ts[keep], xs[keep]
-    order = np.argsort(ts, kind="stable")
-    ts, xs = ts[order], xs[order]
-    first = np.ones(ts.size, dtype=bool)
-    first[1:] = ts[1:] != ts[:-1]
-    return ts[first], xs[first]
-
-
 def forecast_series(
     timestamps: Sequence[float] | FloatArray,
     values: Sequence[float] | FloatArray,
@@ -143,7 +122,7 @@ def forecast_series(
     cfg = config or DEFAULT_CONFIG
     if not 0.0 < confidence < 1.0:
         raise ValueError("confidence must be in (0, 1)")
-    ts, xs = _prepare(timestamps, values, now)
+    ts, xs = series_before(timestamps, values, now)
     if xs.size < cfg.min_samples:
         raise InsufficientData(int(xs.size), cfg.min_samples)
     last = float(ts[-1])

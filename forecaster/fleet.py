@@ -34,7 +34,7 @@ from numpy.typing import NDArray
 
 from forecaster.analog import DAY_S, AnalogOptions, kernel_distribution
 from forecaster.distribution import Distribution, mixed
-from forecaster.history import FloatArray
+from forecaster.history import FloatArray, series_before
 from forecaster.horizon import sample_spacing
 
 
@@ -116,12 +116,7 @@ class HostWindows:
         value_range: tuple[float, float],
         opts: FleetOptions = FLEET,
     ) -> HostWindows:
-        ts = np.asarray(timestamps, dtype=np.float64)
-        xs = np.asarray(values, dtype=np.float64)
-        keep = np.isfinite(ts) & np.isfinite(xs)
-        ts, xs = ts[keep], xs[keep]
-        order = np.argsort(ts, kind="stable")
-        ts, xs = ts[order], xs[order]
+        ts, xs = series_before(timestamps, values, None)
         low = (xs < settled_threshold(value_range, opts)).astype(np.int64)
         return cls(
             timestamps=ts,

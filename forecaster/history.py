@@ -9,13 +9,34 @@ from __future__ import annotations
 
 from bisect import bisect_left, insort
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 from numpy.typing import NDArray
 
 FloatArray = NDArray[np.float64]
+
+
+def series_before(
+    timestamps: Sequence[float] | FloatArray,
+    values: Sequence[float] | FloatArray,
+    now: float | None,
+) -> tuple[FloatArray, FloatArray]:
+    """Finite samples strictly before ``now``, in time order, one per timestamp (first kept)."""
+    ts = np.asarray(timestamps, dtype=np.float64)
+    xs = np.asarray(values, dtype=np.float64)
+    if ts.shape != xs.shape or ts.ndim != 1:
+        raise ValueError("timestamps and values must be 1-D and of equal length")
+    keep = np.isfinite(ts) & np.isfinite(xs)
+    if now is not None:
+        keep &= ts < now
+    ts, xs = ts[keep], xs[keep]
+    order = np.argsort(ts, kind="stable")
+    ts, xs = ts[order], xs[order]
+    first = np.ones(ts.size, dtype=bool)
+    first[1:] = ts[1:] != ts[:-1]
+    return ts[first], xs[first]
 
 
 class OnlineHistory:

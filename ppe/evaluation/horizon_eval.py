@@ -42,6 +42,7 @@ import math
 import zlib
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,12 +50,12 @@ import numpy as np
 from scipy.stats import binomtest
 from threadpoolctl import threadpool_limits
 
-from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG, AnalogOptions
-from forecaster.api import _prepare, series_distribution
+from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG
+from forecaster.api import series_distribution
 from forecaster.config import DEFAULT_CONFIG
 from forecaster.distribution import Distribution, mixed
 from forecaster.fleet import FLEET, FleetSource, HostWindows, settled_high
-from forecaster.history import FloatArray
+from forecaster.history import FloatArray, series_before
 from forecaster.horizon import sample_spacing, snap_horizon
 from forecaster.switching import switching_horizon
 from ppe.traces import Trace, expand_paths, read_trace
@@ -150,7 +151,7 @@ def forecast_case(
         analog=CPU_ANALOG,
         fleet=(lambda: fleet) if fleet else None,
     )
-    legacy = _service_distribution(ts, xs, now, snapped, LEGACY_ANALOG)
+    legacy = series_distribution(ts, xs, now=now, horizon_s=snapped, analog=LEGACY_ANALOG)
     dists = {"forecaster": served, "analog_legacy": legacy}
     if experiments:
         switching = switching_horizon(ts, xs, now, snapped) if snapped is not None else None
@@ -179,14 +180,8 @@ def service_history(
 ) -> tuple[FloatArray, FloatArray]:
     """The samples the service would read for a forecast ``at=now``: strictly before ``now``,
     the newest ``limit`` of them (the arrays may hold the future: it is cut here)."""
-    ts, xs = _prepare(timestamps, values, now)
+    ts, xs = series_before(timestamps, values, now)
     return ts[-limit:], xs[-limit:]
-
-
-def _service_distribution(
-    ts: FloatArray, xs: FloatArray, now: float, horizon_s: float | None, opts: AnalogOptions
-) -> Distribution:
-    return series_distribution(ts, xs, now=now, horizon_s=horizon_s, analog=opts)
 
 
 def realised(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) -> float | None:
@@ -307,17 +302,11 @@ def run(paths: Sequence[str], opts: HorizonOptions, jobs: int = 1) -> dict[str, 
         raise ValueError("no trace files found")
     per_trace = max(1, math.ceil(opts.cases / len(files)))
     n = len(files)
-    if jobs > 1:
-        with ProcessPoolExecutor(max_workers=jobs) as pool:
-            loaded = list(pool.map(load_trace, files, [opts] * n))
-            others = fleets(loaded) if opts.fleet else [[] for _ in loaded]
-            traces = list(pool.map(evaluate_trace, loaded, [opts] * n, [per_trace] * n, others))
-    else:
-        loaded = [load_trace(f, opts) for f in files]
+    with ProcessPoolExecutor(max_workers=jobs) if jobs > 1 else nullcontext() as pool:
+        each = map if pool is None else pool.map
+        loaded = list(each(load_trace, files, [opts] * n))
         others = fleets(loaded) if opts.fleet else [[] for _ in loaded]
-        traces = [
-            evaluate_trace(t, opts, per_trace, o) for t, o in zip(loaded, others, strict=True)
-        ]
+        traces = list(each(evaluate_trace, loaded, [opts] * n, [per_trace] * n, others))
     cases = [c | {"trace": t["name"]} for t in traces for c in t["cases"]]
     methods = (*METHODS, *EXPERIMENTS) if opts.switching else METHODS
     rows = aggregate(cases, opts.horizons, methods)
@@ -396,7 +385,7 @@ def calibrate_series(
     ``fleet``: the other hosts, as the service's forecasts borrow from them (only their windows
     that ended before each ``T`` are read)."""
     o = opts or HorizonOptions()
-    ts, xs = _prepare(timestamps, values, None)
+    ts, xs = series_before(timestamps, values, None)
     span = float(ts[-1] - ts[0]) if ts.size else 0.0
     rows, pits = [], []
     for h in horizons:

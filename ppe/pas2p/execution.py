@@ -97,13 +97,18 @@ class ExecutionPlan:
         total = math.fsum(p.traced_total_s for p in self.steps)
         return total / occurrences if occurrences else 0.0
 
+    @cached_property
+    def step_runs(self) -> dict[int, int]:
+        """:meth:`runs` of every phase run as a step, by phase id."""
+        return {p.id: self.runs(p) for p in self.steps}
+
     def entries(self) -> list[tuple[PlannedPhase, int, bool]]:
         """(phase, step, timed) in execution order: an untimed round, then rounds of every
         phase still to run, in step order, each timed step right after the steps that precede
         it in the program (untimed; :meth:`steps_before`), so it starts from the state its
         predecessors leave (the caches a matrix-vector product finds after an update, not
         after a checkpoint)."""
-        runs = {p.id: self.runs(p) for p in self.steps}
+        runs = self.step_runs
         # a first, untimed round of the phases timed more than once: the first run after the
         # set-up meets cold caches and pages the program has not touched yet
         warm = [p for p in self.steps if runs[p.id] > 1]
@@ -126,10 +131,10 @@ class ExecutionPlan:
         most where steps are long (ppe-cg at n = 2000, DRAM-bound, where it does not matter)."""
         if self.warmup <= 1 or self.warmup_share <= 0 or not self.steps:
             return self.warmup
-        timed = [(p, self.runs(p)) for p in self.steps]
         budget = self.warmup_share * self.traced_s
         for w in range(self.warmup, 1, -1):
-            if self.step_s * sum(r * min(w, p.step) for p, r in timed) <= budget:
+            steps = sum(self.step_runs[p.id] * min(w, p.step) for p in self.steps)
+            if self.step_s * steps <= budget:
                 return w
         return 1
 

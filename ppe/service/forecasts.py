@@ -44,7 +44,7 @@ from forecaster import (
 from forecaster.fleet import FLEET, FleetSource, HostWindows
 from ppe.core.stochastic import StochasticValue, from_components
 from ppe.service.store.measurements import (
-    host_series_versions,
+    host_series_latest,
     latest_timestamps,
     read_many,
     read_series,
@@ -307,8 +307,8 @@ class ForecastCache:
         ``FLEET_TTL_S``; as of ``at`` (rows strictly before it) for a forecast at a past time.
         ``span_s``: how much of each host, back from the newest sample (or ``at``); forecasts
         at many past times (the dashboard's calibration) need more than one forecast's.
-        Read from the store in one query, never through another series' lock: a forecast holds
-        its own series' lock while it asks."""
+        Read from the store (the hosts, then all their rows in one query), never through
+        another series' lock: a forecast holds its own series' lock while it asks."""
         if metric != "cpu":
             return None
 
@@ -325,10 +325,10 @@ class ForecastCache:
         with self._fleet_lock:
             if at is None and (hit := self._fleet_live.get(span_s)) is not None:
                 return hit
-            hosts = host_series_versions(self.engine, "cpu")
-            ids = [sid for sid, _, _ in hosts]
+            hosts = host_series_latest(self.engine, "cpu")
+            ids = list(hosts)
             if at is None:
-                newest = max((t for _, _, t in hosts), default=0.0)
+                newest = max(hosts.values(), default=0.0)
                 key: Hashable = None
             else:
                 newest = at

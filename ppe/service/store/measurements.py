@@ -175,17 +175,16 @@ def latest_timestamps(engine: Engine, series_ids: list[int]) -> dict[int, float]
         return {int(sid): float(ts) for sid, ts in conn.execute(stmt)}
 
 
-def host_series_versions(engine: Engine, metric: str) -> tuple[tuple[int, int, float], ...]:
-    """(series, sample count, newest timestamp) of every host series of ``metric`` (peer '')
-    that holds samples: the fleet a forecast may borrow from (forecaster.fleet), and a key that
-    changes whenever any of it does."""
+def host_series_latest(engine: Engine, metric: str) -> dict[int, float]:
+    """Every host series of ``metric`` (peer '') that holds samples, with its newest timestamp
+    (kept by ingestion): the fleet a forecast may borrow from (forecaster.fleet)."""
     stmt = (
-        select(Series.id, Series.samples, Series.latest_timestamp)
+        select(Series.id, Series.latest_timestamp)
         .where(Series.metric == metric, Series.peer == "", Series.samples > 0)
         .order_by(Series.id)
     )
     with engine.connect() as conn:
-        return tuple((int(sid), int(n), float(ts or 0.0)) for sid, n, ts in conn.execute(stmt))
+        return {int(sid): float(ts or 0.0) for sid, ts in conn.execute(stmt)}
 
 
 def read_many(
