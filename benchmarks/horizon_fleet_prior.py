@@ -1,7 +1,8 @@
 """How much should a settled-high host borrow from the fleet? (issue 17, ``forecaster.fleet``)
 
 Scores, on the cases of ``ppe forecast-eval --horizons`` (seed 0, ``--cases`` per horizon over
-the traces given), the service's horizon forecast with the fleet prior at several strengths
+the traces given; the interval and pinball loss as forecast-eval scores them), the service's
+horizon forecast with the fleet prior at several strengths
 (the fleet's weight in windows of the host's own history; 0: no prior, the forecast alone;
 the service uses ``FLEET.strength``). The fleet of each trace is the other traces given, so
 ``odd``/``even`` halves of the shared traces score a strength chosen on the other half.
@@ -29,6 +30,7 @@ from forecaster.horizon import snap_horizon
 from ppe.evaluation.horizon_eval import (
     CATEGORIES,
     CONFIDENCE,
+    CPU_BOUNDS,
     HorizonOptions,
     category,
     fleets,
@@ -64,8 +66,11 @@ def score_trace(
                         dist = with_fleet(
                             alone, ts, xs, now, horizon, lambda: fleet, CPU_ANALOG, options[s]
                         )
-                    lo, hi = dist.interval(CONFIDENCE)
-                    row[f"{s:g}"] = (min(max(lo, 0.0), 1.0), min(max(hi, 0.0), 1.0))
+                    q_lo, q_hi = dist.interval(CONFIDENCE)
+                    row[f"{s:g}"] = (
+                        *dist.interval(CONFIDENCE, CPU_BOUNDS),
+                        *(min(max(q, 0.0), 1.0) for q in (q_lo, q_hi)),
+                    )
                 rows.append(row)
     return rows
 
@@ -98,9 +103,9 @@ def main() -> None:
             y = np.array([r["y"] for r in sub])
             cells = []
             for s in strengths:
-                lo, hi = (np.array([r[f"{s:g}"][i] for r in sub]) for i in (0, 1))
+                lo, hi, q_lo, q_hi = (np.array([r[f"{s:g}"][i] for r in sub]) for i in range(4))
                 cover = float(np.mean((y >= lo - 1e-12) & (y <= hi + 1e-12)))
-                pinball = float(np.mean(interval_pinball(y, lo, hi)))
+                pinball = float(np.mean(interval_pinball(y, q_lo, q_hi)))
                 cells.append(f"{cover:.3f} / {float(np.mean(hi - lo)):.3f} / {pinball:.4f}")
             print(f"{h / 3600:g} h | {cat} | {len(sub)} | " + " | ".join(cells))
 

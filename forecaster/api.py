@@ -147,7 +147,7 @@ def forecast_series(
         )
         if fit_cache is not None:
             fit_cache[key] = dist
-    lo, hi = dist.interval(confidence)
+    lo, hi = dist.interval(confidence, bounds)
     return SeriesForecast(
         value=_clip(step.value, bounds),
         lower=_clip(step.lower, bounds),

@@ -87,18 +87,89 @@ class Distribution:
         scale = max(abs(lo), abs(hi), 1e-300)
         return float(brentq(lambda x: float(self.cdf(x)) - q, lo, hi, xtol=1e-13 * scale))
 
-    def interval(self, confidence: float = 0.95) -> tuple[float, float]:
-        """Central interval, like scipy's ``interval``."""
+    def interval(
+        self, confidence: float = 0.95, bounds: tuple[float, float] | None = None
+    ) -> tuple[float, float]:
+        """Central interval, like scipy's ``interval``; with ``bounds``, the shortest interval
+        holding ``confidence`` of the value censored to them.
+
+        A metric that cannot leave its range (availability in [0, 1]) piles the mass beyond a
+        bound onto the bound itself: an idle host's next mean is often exactly 1. Once that
+        atom holds more than the upper tail, a central interval ends at the bound and holds
+        97.5 %, not 95 %; the shortest one moves its lower end up instead, and is what a
+        client reading "95 %" expects. Far from the bounds it is the central interval of a
+        symmetric distribution.
+        """
         if self.kind == "point":
             return (self.mean, self.mean)
-        tail = (1.0 - confidence) / 2.0
-        return (self.ppf(tail), self.ppf(1.0 - tail))
+        if not 0.0 < confidence < 1.0:
+            raise ValueError("confidence must be in (0, 1)")
+        if bounds is None:
+            tail = (1.0 - confidence) / 2.0
+            return (self.ppf(tail), self.ppf(1.0 - tail))
+        return _shortest_censored(self, confidence, bounds)
 
     def to_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
             "components": [{"weight": w, "mean": m, "std": s} for w, m, s in self.components],
         }
+
+
+#: Lower-tail levels tried by :func:`_shortest_censored` (a 40th of the spare probability
+#: apart); the central split is one of them.
+_SPLITS = 40
+#: Points of the censored CDF's table on the range, from which the ends are bracketed.
+_CDF_GRID = 257
+
+
+def _shortest_censored(
+    dist: Distribution, confidence: float, bounds: tuple[float, float]
+) -> tuple[float, float]:
+    """The shortest ``[Q(a), Q(a + confidence)]`` of ``dist`` censored to ``bounds``.
+
+    The lower-tail share ``a`` is chosen on a grid (the central split included, and kept on
+    ties) from the CDF tabulated where the mass is; the two ends are then solved exactly.
+    """
+    if not bounds[0] < bounds[1]:
+        raise ValueError("bounds must be increasing")
+    # The range where the mass is, cut to the bounds (either may be infinite).
+    lo = max(bounds[0], min(mu - 10 * sd for _, mu, sd in dist.components))
+    hi = min(bounds[1], max(mu + 10 * sd for _, mu, sd in dist.components))
+    if not lo < hi:  # everything lies beyond one bound
+        at = min(max(dist.mean, bounds[0]), bounds[1])
+        return (at, at)
+    # The mass above the range sits on its end: the table's last step is that atom.
+    xs = np.append(np.linspace(lo, hi, _CDF_GRID), hi)
+    table = np.append(np.asarray(dist.cdf(xs[:-1]), dtype=np.float64), 1.0)
+    spare = 1.0 - confidence
+    a = spare * np.arange(_SPLITS + 1) / _SPLITS
+    widths = np.interp(a + confidence, table, xs) - np.interp(a, table, xs)
+    central = _SPLITS // 2
+    best = int(np.argmin(widths))
+    if widths[central] <= widths[best] + 1e-12 * (hi - lo):
+        best = central
+    low = float(a[best])
+    return (_censored_ppf(dist, low, xs, table), _censored_ppf(dist, low + confidence, xs, table))
+
+
+def _censored_ppf(dist: Distribution, q: float, xs: FloatArray, table: FloatArray) -> float:
+    """Smallest x in the range with censored CDF >= q, solved inside the table's cell."""
+    if q <= table[0]:
+        return float(xs[0])
+    upper_atom = float(dist.cdf(xs[-1]))
+    if q >= upper_atom:
+        return float(xs[-1])
+    if dist.kind == "normal":
+        return float(norm.ppf(q, dist.mean, dist.std))
+    i = int(np.searchsorted(table, q, side="left"))
+    left, right = float(xs[i - 1]), float(xs[i])
+    # The table and a single evaluation may round apart at a cell's ends.
+    if float(dist.cdf(left)) >= q:
+        return left
+    if float(dist.cdf(right)) <= q:
+        return right
+    return float(brentq(lambda x: float(dist.cdf(x)) - q, left, right, xtol=1e-12))
 
 
 @dataclass(frozen=True)

@@ -20,7 +20,7 @@ The rule (measured in docs/architecture.md §4.7, ``benchmarks/horizon_fleet_pri
   a conservative stand-in (shorter means spread more);
 - shifted to this host's present level, their kernel density is mixed into the forecast at
   weight ``strength / (strength + n)``, ``n`` the host's own independent windows of the horizon
-  (its history over ``horizon_s``, at least 1): the fleet counts as ``strength`` (2) windows of
+  (its history over ``horizon_s``, at least 1): the fleet counts as ``strength`` (6) windows of
   the host's own history, so a new host leans on it and a long-idle one less.
 """
 
@@ -51,7 +51,7 @@ class FleetOptions:
     min_history_s: float = 12 * 3600.0  # a start needs this much history before it
     min_outcomes: int = 20  # fewer borrowed outcomes than this: halve the horizon
     min_horizon_s: float = 3600.0  # ... but not below this
-    strength: float = 2.0  # the fleet's weight, in windows of the host's own history
+    strength: float = 6.0  # the fleet's weight, in windows of the host's own history
 
     def __post_init__(self) -> None:
         if not (self.grid_s > 0 and self.lookback_s > 0 and self.strength > 0):

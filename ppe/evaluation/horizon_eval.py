@@ -23,8 +23,10 @@ Three methods are scored on the same cases (five with ``--switching``):
 The history is cut to the newest ``SERVICE_HISTORY`` samples before ``T``, as the service's
 store read is (``Settings.history_limit``, 5000: 17 days of 5-minute samples).
 
-Scores: coverage of the nominal 95 % interval, its mean width, the pinball loss at 2.5 % and
-97.5 % (their average), and the MAE of the forecast mean against the realised mean; per horizon
+Scores: coverage of the nominal 95 % interval the service answers (the shortest one, of the
+value censored to [0, 1]: ``Distribution.interval``; for ``unconditional`` the shortest span
+holding 95 % of its sample), its mean width, the pinball loss of the central 2.5 % and 97.5 %
+quantiles (their average), and the MAE of the forecast mean against the realised mean; per horizon
 and per host category. The category is decided from the last 7 days before ``T`` only
 (:func:`category`), in this order:
 
@@ -113,13 +115,35 @@ def unconditional(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) 
     return out
 
 
-def _summary(dist: Distribution) -> tuple[float, float, float]:
-    """Mean and central 95 % interval, clipped to [0, 1] as the service does."""
-    return _clipped(_unclipped(dist))
+def _summary(dist: Distribution) -> dict[str, float]:
+    """The mean and the 95 % interval the service answers (the shortest, of the value censored
+    to [0, 1]), and the central quantiles the pinball loss scores, clipped to [0, 1] as the
+    service clips."""
+    lower, upper = dist.interval(CONFIDENCE, CPU_BOUNDS)
+    mean, q_lower, q_upper = _clipped(_unclipped(dist))
+    return {"mean": mean, "lower": lower, "upper": upper, "q_lower": q_lower, "q_upper": q_upper}
 
 
 def _unclipped(dist: Distribution) -> tuple[float, float, float]:
+    """The mean and central interval as fitted (the recalibration benchmark stretches them)."""
     return (dist.mean, *dist.interval(CONFIDENCE))
+
+
+def sample_summary(sample: FloatArray) -> dict[str, float]:
+    """:func:`_summary` of an empirical distribution: the shortest span holding 95 % of the
+    sample (as many points as a 95 % share rounds up to) beside its central quantiles."""
+    s = np.sort(np.asarray(sample, dtype=np.float64))
+    k = min(s.size, math.ceil(CONFIDENCE * s.size - 1e-9))
+    spans = s[k - 1 :] - s[: s.size - k + 1]
+    i = int(np.argmin(spans))
+    q_lower, q_upper = np.quantile(s, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
+    return {
+        "mean": float(s.mean()),
+        "lower": float(s[i]),
+        "upper": float(s[i + k - 1]),
+        "q_lower": float(q_lower),
+        "q_upper": float(q_upper),
+    }
 
 
 def _clipped(summary: tuple[float, float, float]) -> tuple[float, float, float]:
@@ -159,19 +183,15 @@ def forecast_case(
         dists["combined"] = (
             served if switching is None or not served.fallback else mixed(served, switching)
         )
-    raw = {name: _unclipped(dist) for name, dist in dists.items()}
-    for name, summary in raw.items():
-        mean, lo, hi = _clipped(summary)
-        out[name] = {"mean": mean, "lower": lo, "upper": hi}
+    for name, dist in dists.items():
+        out[name] = _summary(dist)
     out["forecaster"].update(
         support=served.support,
         fallback=served.fallback,
         fleet=served.fleet,
-        unclipped=list(raw["forecaster"]),
+        unclipped=list(_unclipped(served)),
     )
-    sample = unconditional(ts, xs, now, horizon_s)
-    lo, hi = np.quantile(sample, [(1 - CONFIDENCE) / 2, (1 + CONFIDENCE) / 2])
-    out["unconditional"] = {"mean": float(sample.mean()), "lower": float(lo), "upper": float(hi)}
+    out["unconditional"] = sample_summary(unconditional(ts, xs, now, horizon_s))
     return out
 
 
@@ -241,14 +261,17 @@ def fleets(traces: Sequence[Trace]) -> list[list[HostWindows]]:
 
 
 def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
-    """Coverage, mean width, mean pinball loss at 2.5 / 97.5 % and MAE of the mean."""
+    """Coverage and mean width of the interval answered, mean pinball loss of the central
+    2.5 / 97.5 % quantiles (a score of the distribution, whichever interval is answered) and
+    MAE of the mean."""
     if not cases:
         return {"n": 0}
     y = np.array([c["actual"] for c in cases])
-    lo = np.array([c[method]["lower"] for c in cases])
-    hi = np.array([c[method]["upper"] for c in cases])
-    mean = np.array([c[method]["mean"] for c in cases])
-    loss = interval_pinball(y, lo, hi)
+    lo, hi, q_lo, q_hi, mean = (
+        np.array([c[method][k] for c in cases])
+        for k in ("lower", "upper", "q_lower", "q_upper", "mean")
+    )
+    loss = interval_pinball(y, q_lo, q_hi)
     return {
         "n": len(cases),
         "coverage": float(np.mean((y >= lo - 1e-12) & (y <= hi + 1e-12))),
@@ -453,7 +476,6 @@ def _series_cases(
             analog=CPU_ANALOG,
             fleet=fleet,
         )
-        mean, lo, hi = _summary(dist)
         pit = min(max(float(dist.cdf(y)), 0.0), 1.0)
         out.append(
             {
@@ -461,9 +483,7 @@ def _series_cases(
                 "horizon_s": horizon_s,
                 "actual": y,
                 "forecaster": {
-                    "mean": mean,
-                    "lower": lo,
-                    "upper": hi,
+                    **_summary(dist),
                     "pit": pit,
                     "support": dist.support,
                     "fallback": dist.fallback,

@@ -98,16 +98,30 @@ def test_unconditional_is_every_past_window() -> None:
 
 
 def test_scores() -> None:
+    """Coverage and width of the interval answered; pinball of the central quantiles."""
+    quantiles = {"q_lower": 0.3, "q_upper": 0.7}
     cases = [
-        {"actual": 0.5, "m": {"mean": 0.4, "lower": 0.3, "upper": 0.7}},
-        {"actual": 0.9, "m": {"mean": 0.6, "lower": 0.3, "upper": 0.7}},
+        {"actual": 0.5, "m": {"mean": 0.4, "lower": 0.35, "upper": 0.7, **quantiles}},
+        {"actual": 0.9, "m": {"mean": 0.6, "lower": 0.35, "upper": 0.7, **quantiles}},
     ]
     s = horizon_eval.scores(cases, "m")
-    assert s["coverage"] == 0.5 and s["width"] == pytest.approx(0.4)
+    assert s["coverage"] == 0.5 and s["width"] == pytest.approx(0.35)
     assert s["mae"] == pytest.approx(0.2)
     # case 1: 0.025*0.2 + 0.025*0.2; case 2: 0.025*0.6 + 0.975*0.2
     expected = ((0.005 + 0.005) / 2 + (0.015 + 0.195) / 2) / 2
     assert s["pinball"] == pytest.approx(expected)
+
+
+def test_sample_summary_is_the_shortest_span() -> None:
+    """19 idle windows and one busy: the shortest span with 19 of the 20 points is the idle
+    level alone, while the central 2.5 % quantile lies between the two (0.475 by numpy's
+    linear rule)."""
+    s = horizon_eval.sample_summary(np.array([0.0] + [1.0] * 19))
+    assert (s["lower"], s["upper"]) == (1.0, 1.0)
+    assert (s["q_lower"], s["q_upper"]) == pytest.approx((0.475, 1.0))
+    assert s["mean"] == pytest.approx(0.95)
+    spread = horizon_eval.sample_summary(np.linspace(0.0, 1.0, 41))
+    assert spread["upper"] - spread["lower"] == pytest.approx(0.95)  # 39 of 41 points
 
 
 def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -191,7 +191,8 @@ window.PPE = (function () {
 
   /* ---- forecasts ---- */
   /** What to show for a forecast: the next sample's value and interval, or, when a horizon was
-      asked, the distribution of the average over that horizon (its mean and central interval). */
+      asked, the distribution of the average over that horizon (its mean and the shortest interval
+      holding the confidence, which the service computes). */
   function forecastFigure(f, horizon) {
     if (!f || f.insufficient) return null;
     const v = finite(f.value) ? f.value : f.forecast;

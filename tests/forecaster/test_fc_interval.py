@@ -1,0 +1,89 @@
+"""The 95 % interval of a value censored to its range (``Distribution.interval`` with bounds)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import norm
+
+from forecaster import forecast_series
+from forecaster.distribution import Distribution
+from ppe.traces import Trace
+
+CPU = (0.0, 1.0)
+
+
+def normal(mean: float, std: float) -> Distribution:
+    return Distribution("normal", [(1.0, mean, std)], mean, std, False, 100)
+
+
+def mixture(components: list[tuple[float, float, float]]) -> Distribution:
+    w, mu, sd = (np.array(c) for c in zip(*components, strict=True))
+    mean = float(w @ mu)
+    std = math.sqrt(float(w @ (sd**2 + mu**2)) - mean**2)
+    return Distribution("mixture", components, mean, std, True, 100)
+
+
+def censored_mass(dist: Distribution, lo: float, hi: float, bounds: tuple[float, float]) -> float:
+    """Probability of [lo, hi] for the value censored to ``bounds``."""
+    upper = 1.0 if hi >= bounds[1] else float(dist.cdf(hi))
+    lower = 0.0 if lo <= bounds[0] else float(dist.cdf(lo))
+    return upper - lower
+
+
+def test_far_from_the_bounds_it_is_the_central_interval() -> None:
+    d = normal(0.5, 0.1)
+    assert d.interval(0.95, CPU) == pytest.approx(norm(0.5, 0.1).interval(0.95), abs=1e-12)
+    assert d.interval(0.95, (0.0, math.inf)) == pytest.approx(d.interval(0.95), abs=1e-12)
+
+
+def test_an_atom_at_the_bound_takes_the_upper_tail() -> None:
+    """16 % of N(0.98, 0.02) lies above 1: censored, that mass sits on 1, so the shortest
+    95 % interval ends at 1 and starts at the 5 % quantile (the central one, [q2.5, 1],
+    would hold 97.5 %)."""
+    d = normal(0.98, 0.02)
+    lo, hi = d.interval(0.95, CPU)
+    assert hi == 1.0
+    assert lo == pytest.approx(norm.ppf(0.05, 0.98, 0.02), abs=1e-9)
+    c_lo, c_hi = np.clip(d.interval(0.95), *CPU)
+    assert censored_mass(d, float(c_lo), float(c_hi), CPU) == pytest.approx(0.975, abs=1e-9)
+    assert censored_mass(d, lo, hi, CPU) == pytest.approx(0.95, abs=1e-9)
+
+
+def test_a_light_low_mode_is_cut_at_its_median() -> None:
+    """90 % idle at 0.995 (partly above 1: an atom) and 10 % busy around 0.3: the shortest
+    interval holding 95 % leaves out half of the busy mode, so it starts at 0.3."""
+    d = mixture([(0.9, 0.995, 0.003), (0.1, 0.3, 0.05)])
+    lo, hi = d.interval(0.95, CPU)
+    assert (lo, hi) == pytest.approx((0.3, 1.0), abs=1e-9)
+
+
+def test_everything_beyond_a_bound_is_the_bound() -> None:
+    assert normal(1.5, 0.02).interval(0.95, CPU) == (1.0, 1.0)
+    assert normal(-0.5, 0.02).interval(0.95, CPU) == (0.0, 0.0)
+
+
+def test_bad_arguments_are_refused() -> None:
+    with pytest.raises(ValueError, match="confidence"):
+        normal(0.5, 0.1).interval(1.5, CPU)
+    with pytest.raises(ValueError, match="bounds"):
+        normal(0.5, 0.1).interval(0.95, (1.0, 0.0))
+
+
+@pytest.mark.parametrize("name", ["4", "41", "45", "233"])
+def test_real_forecasts_hold_the_confidence_and_are_no_wider(
+    traces: dict[str, Trace], name: str
+) -> None:
+    """On real hosts at every horizon the served interval holds 95 % of the censored forecast
+    and is never wider than the central interval clipped to [0, 1]."""
+    t = traces[name]
+    now = float(t.timestamps[0]) + 10 * 86400.0
+    for h in (303.0, 3600.0, 86400.0, 259200.0):
+        f = forecast_series(t.timestamps, t.availability, now=now, horizon_s=h, bounds=CPU)
+        d = f.distribution
+        lo, hi = f.interval
+        central = np.clip(d.interval(0.95), *CPU)
+        assert censored_mass(d, lo, hi, CPU) == pytest.approx(0.95, abs=1e-6)
+        assert hi - lo <= central[1] - central[0] + 1e-9
