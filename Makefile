@@ -8,20 +8,33 @@ DB     ?= sqlite:///ppe.db
 TRACE_DIR ?= examples/traces $(wildcard ../shared/traces)
 PYTEST_ARGS ?=
 
-.PHONY: run test lint bench clean
+.PHONY: run test lint bench clean constraints
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-$(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e .
+# Every install takes the versions the project's figures were measured with (constraints.txt).
+PIP    := $(BIN)/pip install -q -c constraints.txt
+
+$(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e .
 	touch $@
 
-$(VENV)/.installed-test: pyproject.toml | $(BIN)/python
-	$(BIN)/pip install -q -e '.[test,otf2]'
-	$(BIN)/pip install -q --no-deps 'extrap==4.2.5'  # see the test extra in pyproject.toml
+$(VENV)/.installed-test: pyproject.toml constraints.txt | $(BIN)/python
+	$(PIP) -e '.[test,otf2]'
+	$(PIP) --no-deps 'extrap==4.2.5'  # see the test extra in pyproject.toml
 	touch $@ $(VENV)/.installed
+
+## Pin what a fresh test install resolves to (after a dependency change in pyproject.toml).
+constraints:
+	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
+	$(PYTHON) -m venv "$$tmp/venv" && \
+	"$$tmp/venv/bin/pip" install -q --upgrade pip && \
+	"$$tmp/venv/bin/pip" install -q -e '.[test,otf2]' && \
+	"$$tmp/venv/bin/pip" install -q --no-deps 'extrap==4.2.5' && \
+	{ grep '^#' constraints.txt; "$$tmp/venv/bin/pip" freeze --exclude-editable; } > "$$tmp/pins" && \
+	mv "$$tmp/pins" constraints.txt
 
 ## Set up and start the service with its dashboard on an embedded SQLite store.
 run: $(VENV)/.installed

@@ -65,12 +65,19 @@ class Distribution:
     #: it borrowed none.
     fleet: int | None = None
 
+    @functools.cached_property
+    def _arrays(self) -> tuple[FloatArray, FloatArray, FloatArray]:
+        """Weights, means and deviations as arrays, made once: quantile solves call ``cdf``
+        dozens of times on mixtures of dozens of kernels."""
+        w, mu, sd = (np.array(c, dtype=np.float64) for c in zip(*self.components, strict=True))
+        return w, mu, np.maximum(sd, 1e-300)
+
     def cdf(self, x: float | FloatArray) -> FloatArray:
         xs = np.asarray(x, dtype=np.float64)
         if self.kind == "point":
             return (xs >= self.mean).astype(np.float64)
-        w, mu, sd = (np.array(c, dtype=np.float64) for c in zip(*self.components, strict=True))
-        z = (xs[..., None] - mu) / np.maximum(sd, 1e-300)
+        w, mu, sd = self._arrays
+        z = (xs[..., None] - mu) / sd
         out: FloatArray = ndtr(z) @ w
         return out
 
@@ -116,11 +123,13 @@ class Distribution:
         }
 
 
-#: Lower-tail levels tried by :func:`_shortest_censored` (a 40th of the spare probability
-#: apart); the central split is one of them.
-_SPLITS = 40
-#: Points of the censored CDF's table on the range, from which the ends are bracketed.
-_CDF_GRID = 257
+#: Lower-tail shares tried by :func:`_shortest_censored`: the spare probability in 200 steps,
+#: the central split among them.
+_SPLITS = 200
+#: Points of the censored CDF's table: evenly over the range, and around every component
+#: (in its own standard deviations), so that a narrow mode is resolved however wide the range.
+_CDF_GRID = 129
+_AROUND = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
 
 
 def _shortest_censored(
@@ -128,37 +137,49 @@ def _shortest_censored(
 ) -> tuple[float, float]:
     """The shortest ``[Q(a), Q(a + confidence)]`` of ``dist`` censored to ``bounds``.
 
-    The lower-tail share ``a`` is chosen on a grid (the central split included, and kept on
-    ties) from the CDF tabulated where the mass is; the two ends are then solved exactly.
+    The lower-tail share ``a`` is chosen from the CDF tabulated where the mass is; the ends of
+    that split and of the central one are then solved exactly and the shorter kept (the
+    central on ties), so the answer is never wider than the central interval. An end at the
+    range's edge is a choice only where that edge is a bound with mass on it.
     """
     if not bounds[0] < bounds[1]:
         raise ValueError("bounds must be increasing")
+    comps = np.array(dist.components, dtype=np.float64)
+    mu, sd = comps[:, 1], comps[:, 2]
     # The range where the mass is, cut to the bounds (either may be infinite).
-    lo = max(bounds[0], min(mu - 10 * sd for _, mu, sd in dist.components))
-    hi = min(bounds[1], max(mu + 10 * sd for _, mu, sd in dist.components))
+    lo = max(bounds[0], float(np.min(mu - 10 * sd)))
+    hi = min(bounds[1], float(np.max(mu + 10 * sd)))
     if not lo < hi:  # everything lies beyond one bound
         at = min(max(dist.mean, bounds[0]), bounds[1])
         return (at, at)
+    around = (mu[:, None] + sd[:, None] * _AROUND).ravel()
+    grid = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, _CDF_GRID), around)), lo, hi))
+    cdf = np.asarray(dist.cdf(grid), dtype=np.float64)
     # The mass above the range sits on its end: the table's last step is that atom.
-    xs = np.append(np.linspace(lo, hi, _CDF_GRID), hi)
-    table = np.append(np.asarray(dist.cdf(xs[:-1]), dtype=np.float64), 1.0)
+    xs, table = np.append(grid, hi), np.append(cdf, 1.0)
     spare = 1.0 - confidence
     a = spare * np.arange(_SPLITS + 1) / _SPLITS
     widths = np.interp(a + confidence, table, xs) - np.interp(a, table, xs)
+    if not (lo == bounds[0] and cdf[0] > 0.0):
+        widths[0] = np.inf
+    if not (hi == bounds[1] and cdf[-1] < 1.0):
+        widths[-1] = np.inf
     central = _SPLITS // 2
     best = int(np.argmin(widths))
-    if widths[central] <= widths[best] + 1e-12 * (hi - lo):
-        best = central
-    low = float(a[best])
-    return (_censored_ppf(dist, low, xs, table), _censored_ppf(dist, low + confidence, xs, table))
+    c_lo, c_hi = (_censored_ppf(dist, float(q), xs, table) for q in (spare / 2, 1 - spare / 2))
+    if best == central:
+        return (c_lo, c_hi)
+    b_lo, b_hi = (_censored_ppf(dist, float(q), xs, table) for q in (a[best], a[best] + confidence))
+    if b_hi - b_lo < (c_hi - c_lo) - 1e-12 * (hi - lo):
+        return (b_lo, b_hi)
+    return (c_lo, c_hi)
 
 
 def _censored_ppf(dist: Distribution, q: float, xs: FloatArray, table: FloatArray) -> float:
     """Smallest x in the range with censored CDF >= q, solved inside the table's cell."""
     if q <= table[0]:
         return float(xs[0])
-    upper_atom = float(dist.cdf(xs[-1]))
-    if q >= upper_atom:
+    if q >= table[-2]:  # the CDF at the range's end: beyond is the atom there
         return float(xs[-1])
     if dist.kind == "normal":
         return float(norm.ppf(q, dist.mean, dist.std))

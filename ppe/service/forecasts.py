@@ -431,9 +431,13 @@ class ForecastCache:
 
 
 def _model_input(fc: SeriesForecast, confidence: float) -> tuple[StochasticValue, dict[str, Any]]:
-    """The forecast's distribution as a model input, and that input's JSON."""
+    """The forecast's distribution as a model input, and that input's JSON (its interval the
+    one ``GET /forecasts`` answers: the shortest, of the value censored to the metric's range)."""
     value = from_components(fc.distribution.kind, fc.distribution.components)
-    return value, value.to_dict(confidence)
+    out = value.to_dict(confidence)
+    if fc.confidence == confidence:
+        out["interval"] = list(fc.interval)
+    return value, out
 
 
 def age_at(fc: SeriesForecast, now: float | None) -> float:

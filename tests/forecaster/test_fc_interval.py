@@ -87,3 +87,36 @@ def test_real_forecasts_hold_the_confidence_and_are_no_wider(
         central = np.clip(d.interval(0.95), *CPU)
         assert censored_mass(d, lo, hi, CPU) == pytest.approx(0.95, abs=1e-6)
         assert hi - lo <= central[1] - central[0] + 1e-9
+
+
+def test_a_narrow_mode_in_a_wide_range_is_resolved() -> None:
+    """A link's narrow main mode beside a light, wide one a decade away: the range spans
+    both, the narrow mode is a fraction of one even step of it, and the interval must still
+    sit on the narrow mode (an end at the range's start, 10 deviations out, holds no mass)."""
+    d = mixture([(0.97, 100.0, 0.5), (0.03, 1000.0, 50.0)])
+    lo, hi = d.interval(0.8, (0.0, math.inf))
+    assert (lo, hi) == pytest.approx(d.interval(0.8), abs=1e-9)
+    assert censored_mass(d, lo, hi, (0.0, math.inf)) == pytest.approx(0.8, abs=1e-9)
+
+
+def test_random_mixtures_hold_the_confidence_and_are_never_wider_than_central() -> None:
+    """With mass beyond both bounds an interval may have to take a whole atom (an atom of 70 %
+    at 1 is the shortest 50 % interval by itself): then it holds more than asked."""
+    rng = np.random.default_rng(7)
+    for _ in range(200):
+        k = int(rng.integers(1, 6))
+        w = rng.dirichlet(np.ones(k))
+        comps = [
+            (float(a), float(b), float(c))
+            for a, b, c in zip(w, rng.uniform(0, 1.1, k), rng.uniform(0.001, 0.2, k), strict=True)
+        ]
+        d = mixture(comps)
+        for confidence in (0.5, 0.9, 0.95):
+            lo, hi = d.interval(confidence, CPU)
+            c_lo, c_hi = np.clip(d.interval(confidence), *CPU)
+            assert 0.0 <= lo <= hi <= 1.0
+            assert hi - lo <= c_hi - c_lo + 1e-9
+            mass = censored_mass(d, lo, hi, CPU)
+            assert mass >= confidence - 1e-6
+            if 0.0 < lo and hi < 1.0:  # no atom on an end: exactly the confidence
+                assert mass == pytest.approx(confidence, abs=1e-6)

@@ -139,6 +139,13 @@ def test_prediction_matches_schedule_and_reports_inputs(fed) -> None:  # type: i
     cpu_inputs = [i for i in p["inputs"] if i["metric"] == "cpu"]
     assert {i["host"] for i in cpu_inputs} == {"h0", "h1", "h2"}
     assert all(i["samples"] == 500 and i["predictor"] for i in cpu_inputs)
+    # each input's interval is the one the forecast endpoint answers for that horizon
+    for i in cpu_inputs:
+        f = fed.client.get(
+            f"/api/v1/forecasts/{i['host']}/cpu?horizon={i['horizon_s']}", headers=fed.h("app")
+        ).json()
+        assert i["forecast"]["interval"] == pytest.approx(f["interval"], abs=1e-12)
+        assert 0.0 <= f["interval"][0] <= f["interval"][1] <= 1.0
 
 
 def test_user_model_roundtrip_and_bad_grammar(fed) -> None:  # type: ignore[no-untyped-def]
