@@ -112,6 +112,26 @@ def test_scores() -> None:
     assert s["pinball"] == pytest.approx(expected)
 
 
+def test_checks_count_rows_inside_and_below_the_band() -> None:
+    def row(cover: float, width: float, pinball: float, n: int = 100) -> dict:  # type: ignore[type-arg]
+        base = {"coverage": 0.9, "width": 0.3, "pinball": 0.01}
+        return {
+            "n": n,
+            "forecaster": {"coverage": cover, "width": width, "pinball": pinball},
+            "unconditional": base,
+            "analog_legacy": base,
+        }
+
+    rows = [row(0.95, 0.2, 0.005), row(0.92, 0.4, 0.02), row(0.98, 0.3, 0.01), row(0.5, 1, 1, 0)]
+    assert horizon_eval.checks(rows) == {
+        "rows": 3,
+        "coverage_in_93_97": 1,
+        "coverage_below_93": 1,
+        "width_le_unconditional": 2,
+        "pinball_le_baselines": 2,
+    }
+
+
 def test_sample_summary_is_the_shortest_span() -> None:
     """19 idle windows and one busy: the shortest span with 19 of the 20 points is the idle
     level alone, while the central 2.5 % quantile lies between the two (0.475 by numpy's
@@ -171,3 +191,24 @@ def test_cli_text(traces_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main([*argv, "--switching"]) == 0
     text = capsys.readouterr().out
     assert "switching" in text and "combined" in text
+
+
+def test_an_outcome_on_the_bound_draws_its_pit_across_the_atom() -> None:
+    """N(0.98, 0.02) puts 16 % beyond 1: an outcome of exactly 1 has a PIT anywhere in
+    [0.84, 1], drawn by u; inside the range the PIT is the CDF."""
+    from scipy.stats import norm
+
+    from forecaster.distribution import Distribution
+
+    d = Distribution("normal", [(1.0, 0.98, 0.02)], 0.98, 0.02, False, 100)
+    below = norm.cdf(1.0, 0.98, 0.02)
+    assert horizon_eval.censored_pit(d, 1.0, 0.0) == pytest.approx(below)
+    assert horizon_eval.censored_pit(d, 1.0, 0.5) == pytest.approx((below + 1) / 2)
+    assert horizon_eval.censored_pit(d, 0.97, 0.9) == pytest.approx(norm.cdf(0.97, 0.98, 0.02))
+    assert horizon_eval.censored_pit(d, 0.0, 0.5) == pytest.approx(norm.cdf(0.0, 0.98, 0.02) / 2)
+    # a calibrated censored forecast gives a flat histogram
+    rng = np.random.default_rng(3)
+    y = np.minimum(rng.normal(0.98, 0.02, 20000), 1.0)
+    pits = [horizon_eval.censored_pit(d, float(v), float(rng.uniform())) for v in y]
+    counts, _ = np.histogram(pits, bins=10, range=(0, 1))
+    assert counts.min() > 0.9 * 2000 and counts.max() < 1.1 * 2000
