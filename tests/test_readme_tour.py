@@ -93,7 +93,7 @@ def fresh_clone(where: Path) -> Path:
     """A directory laid out like a fresh clone after `make` has set up ``.venv``."""
     clone = where / "clone"
     clone.mkdir()
-    for name in ("Makefile", "pyproject.toml"):
+    for name in ("Makefile", "pyproject.toml", "constraints.txt"):
         shutil.copy(ROOT / name, clone / name)  # copies: make compares their times
     (clone / "examples").symlink_to(ROOT / "examples")
     real_bin = Path(sys.executable).parent
