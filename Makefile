@@ -14,8 +14,10 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 
-# Every install takes the versions the project's figures were measured with (constraints.txt).
-PIP    := $(BIN)/pip install -q -c constraints.txt
+# Every install takes the versions the project's figures were measured with (constraints.txt);
+# `make constraints` installs without them (PIN empty) to pin afresh.
+PIN    ?= -c constraints.txt
+PIP    := $(BIN)/pip install -q $(PIN)
 
 $(VENV)/.installed: pyproject.toml constraints.txt | $(BIN)/python
 	$(PIP) -e .
@@ -29,10 +31,7 @@ $(VENV)/.installed-test: pyproject.toml constraints.txt | $(BIN)/python
 ## Pin what a fresh test install resolves to (after a dependency change in pyproject.toml).
 constraints:
 	tmp=$$(mktemp -d) && trap 'rm -rf "$$tmp"' EXIT && \
-	$(PYTHON) -m venv "$$tmp/venv" && \
-	"$$tmp/venv/bin/pip" install -q --upgrade pip && \
-	"$$tmp/venv/bin/pip" install -q -e '.[test,otf2]' && \
-	"$$tmp/venv/bin/pip" install -q --no-deps 'extrap==4.2.5' && \
+	$(MAKE) --no-print-directory VENV="$$tmp/venv" PIN= "$$tmp/venv/.installed-test" && \
 	{ grep '^#' constraints.txt; "$$tmp/venv/bin/pip" freeze --exclude-editable; } > "$$tmp/pins" && \
 	mv "$$tmp/pins" constraints.txt
 

@@ -20,7 +20,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
 from threadpoolctl import threadpool_limits
 
 from forecaster.analog import CPU_ANALOG
@@ -29,16 +28,15 @@ from forecaster.fleet import FLEET, HostWindows, with_fleet
 from forecaster.horizon import snap_horizon
 from ppe.evaluation.horizon_eval import (
     CATEGORIES,
-    CONFIDENCE,
-    CPU_BOUNDS,
     HorizonOptions,
     category,
     fleets,
     forecast_times,
-    interval_pinball,
     load_trace,
     parse_horizons,
+    scores,
     service_history,
+    summarise,
 )
 from ppe.traces import Trace, expand_paths
 
@@ -58,7 +56,7 @@ def score_trace(
             for now, y in cases:
                 ts, xs = service_history(trace.timestamps, trace.availability, now)
                 alone = series_distribution(ts, xs, now=now, horizon_s=snapped, analog=CPU_ANALOG)
-                row: dict[str, Any] = {"h": h, "category": category(ts, xs, now), "y": y}
+                row: dict[str, Any] = {"h": h, "category": category(ts, xs, now), "actual": y}
                 for s in strengths:
                     dist = alone
                     if s > 0:
@@ -66,11 +64,7 @@ def score_trace(
                         dist = with_fleet(
                             alone, ts, xs, now, horizon, lambda: fleet, CPU_ANALOG, options[s]
                         )
-                    q_lo, q_hi = dist.interval(CONFIDENCE)
-                    row[f"{s:g}"] = (
-                        *dist.interval(CONFIDENCE, CPU_BOUNDS),
-                        *(min(max(q, 0.0), 1.0) for q in (q_lo, q_hi)),
-                    )
+                    row[f"{s:g}"] = summarise(dist)
                 rows.append(row)
     return rows
 
@@ -100,13 +94,10 @@ def main() -> None:
             sub = [r for r in rows if r["h"] == h and cat in ("all", r["category"])]
             if not sub:
                 continue
-            y = np.array([r["y"] for r in sub])
             cells = []
             for s in strengths:
-                lo, hi, q_lo, q_hi = (np.array([r[f"{s:g}"][i] for r in sub]) for i in range(4))
-                cover = float(np.mean((y >= lo - 1e-12) & (y <= hi + 1e-12)))
-                pinball = float(np.mean(interval_pinball(y, q_lo, q_hi)))
-                cells.append(f"{cover:.3f} / {float(np.mean(hi - lo)):.3f} / {pinball:.4f}")
+                sc = scores(sub, f"{s:g}")
+                cells.append(f"{sc['coverage']:.3f} / {sc['width']:.3f} / {sc['pinball']:.4f}")
             print(f"{h / 3600:g} h | {cat} | {len(sub)} | " + " | ".join(cells))
 
 

@@ -147,7 +147,6 @@ def forecast_series(
         )
         if fit_cache is not None:
             fit_cache[key] = dist
-    lo, hi = dist.interval(confidence, bounds)
     return SeriesForecast(
         value=_clip(step.value, bounds),
         lower=_clip(step.lower, bounds),
@@ -164,7 +163,7 @@ def forecast_series(
         distribution=dist,
         mean=_clip(dist.mean, bounds),
         std=dist.std,
-        interval=(_clip(lo, bounds), _clip(hi, bounds)),
+        interval=dist.interval(confidence, bounds),
     )
 
 

@@ -108,7 +108,8 @@ class Distribution:
         symmetric distribution.
         """
         if self.kind == "point":
-            return (self.mean, self.mean)
+            at = self.mean if bounds is None else min(max(self.mean, bounds[0]), bounds[1])
+            return (at, at)
         if not 0.0 < confidence < 1.0:
             raise ValueError("confidence must be in (0, 1)")
         if bounds is None:
@@ -144,8 +145,7 @@ def _shortest_censored(
     """
     if not bounds[0] < bounds[1]:
         raise ValueError("bounds must be increasing")
-    comps = np.array(dist.components, dtype=np.float64)
-    mu, sd = comps[:, 1], comps[:, 2]
+    _, mu, sd = dist._arrays
     # The range where the mass is, cut to the bounds (either may be infinite).
     lo = max(bounds[0], float(np.min(mu - 10 * sd)))
     hi = min(bounds[1], float(np.max(mu + 10 * sd)))
@@ -154,7 +154,7 @@ def _shortest_censored(
         return (at, at)
     around = (mu[:, None] + sd[:, None] * _AROUND).ravel()
     grid = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, _CDF_GRID), around)), lo, hi))
-    cdf = np.asarray(dist.cdf(grid), dtype=np.float64)
+    cdf = dist.cdf(grid)
     # The mass above the range sits on its end: the table's last step is that atom.
     xs, table = np.append(grid, hi), np.append(cdf, 1.0)
     spare = 1.0 - confidence
@@ -182,7 +182,7 @@ def _censored_ppf(dist: Distribution, q: float, xs: FloatArray, table: FloatArra
     if q >= table[-2]:  # the CDF at the range's end: beyond is the atom there
         return float(xs[-1])
     if dist.kind == "normal":
-        return float(norm.ppf(q, dist.mean, dist.std))
+        return dist.ppf(q)
     i = int(np.searchsorted(table, q, side="left"))
     left, right = float(xs[i - 1]), float(xs[i])
     # The table and a single evaluation may round apart at a cell's ends.

@@ -115,7 +115,7 @@ def unconditional(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) 
     return out
 
 
-def _summary(dist: Distribution) -> dict[str, float]:
+def summarise(dist: Distribution) -> dict[str, float]:
     """The mean and the 95 % interval the service answers (the shortest, of the value censored
     to [0, 1]), and the central quantiles the pinball loss scores, clipped to [0, 1] as the
     service clips."""
@@ -130,7 +130,7 @@ def _unclipped(dist: Distribution) -> tuple[float, float, float]:
 
 
 def sample_summary(sample: FloatArray) -> dict[str, float]:
-    """:func:`_summary` of an empirical distribution: the shortest span holding 95 % of the
+    """:func:`summarise` of an empirical distribution: the shortest span holding 95 % of the
     sample (as many points as a 95 % share rounds up to) beside its central quantiles."""
     s = np.sort(np.asarray(sample, dtype=np.float64))
     k = min(s.size, math.ceil(CONFIDENCE * s.size - 1e-9))
@@ -184,7 +184,7 @@ def forecast_case(
             served if switching is None or not served.fallback else mixed(served, switching)
         )
     for name, dist in dists.items():
-        out[name] = _summary(dist)
+        out[name] = summarise(dist)
     out["forecaster"].update(
         support=served.support,
         fallback=served.fallback,
@@ -488,7 +488,7 @@ def _series_cases(
                 "horizon_s": horizon_s,
                 "actual": y,
                 "forecaster": {
-                    **_summary(dist),
+                    **summarise(dist),
                     "pit": pit,
                     "support": dist.support,
                     "fallback": dist.fallback,

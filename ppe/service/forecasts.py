@@ -380,10 +380,10 @@ class ForecastCache:
         from `last_timestamp` (:func:`with_age`)."""
         if at is not None:
             fc = self._forecast_at(series_id, metric, horizon_s, confidence, at)
-            return (fc, *_model_input(fc, confidence))
+            return (fc, *_model_input(fc))
         h, key, (fc, made) = self._live(series_id, metric, horizon_s, confidence)
         if made is None:
-            made = _model_input(fc, confidence)
+            made = _model_input(fc)
             with h.lock:
                 current = h.memos.get(key)
                 if current is not None and current[0] is fc:  # else the series moved on
@@ -430,14 +430,11 @@ class ForecastCache:
         return h, key, memo
 
 
-def _model_input(fc: SeriesForecast, confidence: float) -> tuple[StochasticValue, dict[str, Any]]:
+def _model_input(fc: SeriesForecast) -> tuple[StochasticValue, dict[str, Any]]:
     """The forecast's distribution as a model input, and that input's JSON (its interval the
     one ``GET /forecasts`` answers: the shortest, of the value censored to the metric's range)."""
     value = from_components(fc.distribution.kind, fc.distribution.components)
-    out = value.to_dict(confidence)
-    if fc.confidence == confidence:
-        out["interval"] = list(fc.interval)
-    return value, out
+    return value, {**value.to_dict(fc.confidence), "interval": list(fc.interval)}
 
 
 def age_at(fc: SeriesForecast, now: float | None) -> float:
