@@ -113,23 +113,69 @@ def test_scores() -> None:
 
 
 def test_checks_count_rows_inside_and_below_the_band() -> None:
-    def row(cover: float, width: float, pinball: float, n: int = 100) -> dict:  # type: ignore[type-arg]
+    def row(
+        cover: float,
+        width: float,
+        pinball: float,
+        n: int = 100,
+        ci: tuple[float, float] | None = None,
+    ) -> dict:  # type: ignore[type-arg]
         base = {"coverage": 0.9, "width": 0.3, "pinball": 0.01}
-        return {
-            "n": n,
-            "forecaster": {"coverage": cover, "width": width, "pinball": pinball},
-            "unconditional": base,
-            "analog_legacy": base,
-        }
+        forecaster = {"coverage": cover, "width": width, "pinball": pinball, "coverage_ci": ci}
+        return {"n": n, "forecaster": forecaster, "unconditional": base, "analog_legacy": base}
 
-    rows = [row(0.95, 0.2, 0.005), row(0.92, 0.4, 0.02), row(0.98, 0.3, 0.01), row(0.5, 1, 1, 0)]
+    rows = [
+        row(0.95, 0.2, 0.005, ci=(0.91, 0.99)),
+        row(0.92, 0.4, 0.02, ci=(0.90, 0.94)),  # below, but its interval reaches the band
+        row(0.91, 0.4, 0.02, ci=(0.89, 0.925)),  # wholly below
+        row(0.98, 0.3, 0.01, ci=(0.975, 0.99)),  # wholly above
+        row(0.5, 1, 1, 0),
+    ]
     assert horizon_eval.checks(rows) == {
-        "rows": 3,
+        "rows": 4,
         "coverage_in_93_97": 1,
-        "coverage_below_93": 1,
+        "coverage_below_93": 2,
+        "coverage_ci_below_93": 1,
+        "coverage_ci_above_97": 1,
         "width_le_unconditional": 2,
         "pinball_le_baselines": 2,
     }
+
+
+def _cases(hits_by_trace: dict[str, list[bool]]) -> list[dict]:  # type: ignore[type-arg]
+    m = {"lower": 0.4, "upper": 0.6}
+    return [
+        {"trace": t, "actual": 0.5 if hit else 0.9, "m": m}
+        for t, hits in hits_by_trace.items()
+        for hit in hits
+    ]
+
+
+def test_coverage_interval_resamples_traces_not_cases() -> None:
+    """Ten traces of 100 cases: five cover every case, five only 90 of 100. Over cases the
+    binomial interval of 0.95 in 1000 is about +-0.014; the traces disagree, so resampling
+    them gives a wider interval, and it holds the pooled coverage and stays within what
+    the traces' own coverages allow."""
+    good = {f"g{i}": [True] * 100 for i in range(5)}
+    poor = {f"p{i}": [True] * 90 + [False] * 10 for i in range(5)}
+    cases = _cases(good | poor)
+    lo, hi = horizon_eval.coverage_interval(cases, "m", seed=3)  # type: ignore[misc]
+    assert 0.90 <= lo < 0.95 < hi <= 1.0
+    binomial = horizon_eval.wilson(950, 1000)
+    assert binomial is not None and hi - lo > 1.5 * (binomial[1] - binomial[0])
+    assert horizon_eval.coverage_interval(cases, "m", seed=3) == (lo, hi)  # seeded
+    # the same hits spread evenly over the traces: the traces agree, a narrow interval
+    even = _cases({f"t{i}": [True] * 95 + [False] * 5 for i in range(10)})
+    e_lo, e_hi = horizon_eval.coverage_interval(even, "m")  # type: ignore[misc]
+    assert e_lo == e_hi == pytest.approx(0.95)
+
+
+def test_coverage_interval_edge_cases() -> None:
+    assert horizon_eval.coverage_interval(_cases({"a": [True, False]}), "m") is None
+    assert horizon_eval.coverage_interval(_cases({"a": [True], "b": [True] * 3}), "m") == (
+        1.0,
+        1.0,
+    )
 
 
 def test_sample_summary_is_the_shortest_span() -> None:
@@ -168,7 +214,10 @@ def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path
     ]
     top = report["rows"][0]
     assert top["n"] == 6 and set(top) >= {"forecaster", "analog_legacy", "unconditional"}
-    assert set(top["forecaster"]) == {"n", "coverage", "width", "pinball", "mae"}
+    assert set(top["forecaster"]) == {"n", "coverage", "width", "pinball", "mae", "coverage_ci"}
+    lo, hi = top["forecaster"]["coverage_ci"]
+    assert lo <= top["forecaster"]["coverage"] <= hi
+    assert set(top["unconditional"]) == {"n", "coverage", "width", "pinball", "mae"}
     for case in report["cases"]:
         assert case["at"] + case["horizon_s"] <= 1.4e9 and case["category"] in (
             horizon_eval.CATEGORIES
@@ -187,6 +236,7 @@ def test_cli_text(traces_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(argv) == 0
     text = capsys.readouterr().out
     assert "1 h" in text and "bimodal" in text and "coverage in 93-97 %" in text
+    assert "wholly outside by their 95 % interval over traces" in text
     assert "switching" not in text
     assert main([*argv, "--switching"]) == 0
     text = capsys.readouterr().out
