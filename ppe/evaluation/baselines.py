@@ -8,6 +8,10 @@ predicts one step ahead). Forecasts are clipped to the metric's bounds, as a use
 - ``arN``: ``AutoReg(lags=N, trend="c")``; a window the OLS cannot identify (constant or nearly,
   e.g. an idle host) falls back to the last value, as a user would;
 - ``arima``: ``ARIMA(1, 0, 1)`` with a constant (slow: about 0.2 s per fit).
+
+For horizon forecasts (``forecast-eval --horizons``), :func:`ar1_horizon_mean`: the mean of the
+next ``steps`` values under ``AutoReg(lags=1, trend="c")`` fitted on the history, with its
+Gaussian spread, the textbook forecaster of a mean over a horizon.
 """
 
 from __future__ import annotations
@@ -90,6 +94,36 @@ def _fit_arima(window: FloatArray) -> Predictor:
         return float(state["res"].forecast(1)[0])
 
     return predict
+
+
+def ar1_horizon_mean(history: FloatArray, steps: int) -> tuple[float, float] | None:
+    """Mean and standard deviation of the average of the next ``steps`` values under an AR(1)
+    with a constant fitted (OLS, statsmodels' ``AutoReg``) on ``history``; None when the
+    history cannot identify one (constant or nearly: an idle host).
+
+    With ``x[k+1] = c + phi x[k] + e`` and ``a_i = 1 + phi + ... + phi^(i-1)``, the value ``k``
+    steps on has mean ``c a_k + phi^k x_now``, and the noise ``e_j`` enters the average of the
+    ``steps`` values with weight ``a_(steps-j+1) / steps``; the variances of independent noise
+    terms add. statsmodels' ``get_forecast`` gives each step's variance but not the
+    covariance between steps, which the variance of an average needs."""
+    from statsmodels.tools.sm_exceptions import SingularMatrixWarning
+    from statsmodels.tsa.ar_model import AutoReg
+
+    if history.size < 3 or np.ptp(history) == 0 or steps < 1:
+        return None
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = AutoReg(history, lags=1, trend="c").fit()
+    c, phi = (float(v) for v in np.asarray(res.params))
+    sigma2 = float(res.sigma2)
+    singular = any(issubclass(w.category, SingularMatrixWarning) for w in caught)
+    if singular or not np.isfinite([c, phi, sigma2]).all():
+        return None
+    powers = phi ** np.arange(steps + 1)  # phi^0 .. phi^steps
+    a = np.cumsum(powers[:-1])  # a_1 .. a_steps
+    mean = (c * float(a.sum()) + float(history[-1]) * float(powers[1:].sum())) / steps
+    sd = float(np.sqrt(sigma2 * float(np.dot(a, a)))) / steps
+    return mean, sd
 
 
 def fitter(name: str) -> Callable[[FloatArray], Predictor]:

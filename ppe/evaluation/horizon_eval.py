@@ -9,7 +9,7 @@ horizon), history strictly before ``T``, and the distribution of the mean CPU av
 mean of the samples in ``[T, T + H)``; a time whose window holds less than half of the samples
 it should (the 31-hour gap, a dead stretch) is drawn again.
 
-Three methods are scored on the same cases (five with ``--switching``):
+Four methods are scored on the same cases (six with ``--switching``):
 
 - ``forecaster``: what the service answers today (analogues with the honest fallback);
 - ``analog_legacy``: the analogue method before the fallback (``LEGACY_ANALOG``);
@@ -18,7 +18,11 @@ Three methods are scored on the same cases (five with ``--switching``):
 - ``combined``: an equal mixture of ``switching`` and ``forecaster`` where the forecaster falls
   back, the forecaster's answer elsewhere (tried, not adopted);
 - ``unconditional``: the empirical distribution of the means of *all* past windows of length
-  ``H`` in the history the service holds, each start sample one window.
+  ``H`` in the history the service holds, each start sample one window;
+- ``ar1``: the peer a practitioner would reach for, statsmodels' ``AutoReg`` AR(1) with a
+  constant fitted on the last 14 days, and the Gaussian distribution of the mean of the next
+  ``H`` samples under it (:func:`ppe.evaluation.baselines.ar1_horizon_mean`); a point at the
+  last value where the history is constant.
 
 The history is cut to the newest ``SERVICE_HISTORY`` samples before ``T``, as the service's
 store read is (``Settings.history_limit``, 5000: 17 days of 5-minute samples).
@@ -60,10 +64,13 @@ from forecaster.fleet import FLEET, FleetSource, HostWindows, settled_high
 from forecaster.history import FloatArray, series_before
 from forecaster.horizon import sample_spacing, snap_horizon
 from forecaster.switching import switching_horizon
+from ppe.evaluation.baselines import ar1_horizon_mean
 from ppe.traces import Trace, expand_paths, read_trace
 
 DEFAULT_HORIZONS = (300.0, 3600.0, 21600.0, 86400.0, 259200.0)
-METHODS = ("forecaster", "analog_legacy", "unconditional")
+METHODS = ("forecaster", "analog_legacy", "unconditional", "ar1")
+#: The history the ``ar1`` peer is fitted on (the analogues' lookback).
+AR1_HISTORY_S = 14 * 86400.0
 #: Tried against the analogues, scored with ``--switching`` (not what the service answers).
 EXPERIMENTS = ("switching", "combined")
 CATEGORIES = ("steady", "variable", "bimodal", "idle")
@@ -194,7 +201,20 @@ def forecast_case(
         unclipped=list(_unclipped(served)),
     )
     out["unconditional"] = sample_summary(unconditional(ts, xs, now, horizon_s))
+    out["ar1"] = summarise(ar1_distribution(ts, xs, now, horizon_s))
     return out
+
+
+def ar1_distribution(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) -> Distribution:
+    """The ``ar1`` peer's distribution of the mean over ``[now, now + horizon_s)``."""
+    recent = xs[ts >= now - AR1_HISTORY_S]
+    steps = max(1, round(horizon_s / sample_spacing(ts)))
+    fit = ar1_horizon_mean(recent, steps)
+    if fit is None:
+        last = float(xs[-1])
+        return Distribution("point", [(1.0, last, 0.0)], last, 0.0, False, int(recent.size))
+    mean, sd = fit
+    return Distribution("normal", [(1.0, mean, sd)], mean, sd, False, int(recent.size))
 
 
 def service_history(
@@ -409,6 +429,7 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         <= min(r["unconditional"]["pinball"], r["analog_legacy"]["pinball"]) + 1e-12
         for r in scored
     ]
+    beats_peer = [r["forecaster"]["pinball"] <= r["ar1"]["pinball"] + 1e-12 for r in scored]
     return {
         "rows": len(scored),
         "coverage_in_93_97": int(sum(inside)),
@@ -420,6 +441,7 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "coverage_ci_above_97": int(sum(clearly_above)),
         "width_le_unconditional": int(sum(narrower)),
         "pinball_le_baselines": int(sum(sharper)),
+        "pinball_le_ar1": int(sum(beats_peer)),
     }
 
 
@@ -634,7 +656,8 @@ def render_text(report: dict[str, Any]) -> str:
         f"({c['coverage_below_93']} below; wholly outside by their 95 % interval over traces: "
         f"{c['coverage_ci_below_93']} below, {c['coverage_ci_above_97']} above); "
         f"width <= unconditional in {c['width_le_unconditional']} of {c['rows']}; "
-        f"pinball <= both baselines in {c['pinball_le_baselines']} of {c['rows']}"
+        f"pinball <= both baselines in {c['pinball_le_baselines']} of {c['rows']}, "
+        f"<= statsmodels AR(1) in {c['pinball_le_ar1']} of {c['rows']}"
     )
     return console.export_text()
 

@@ -122,7 +122,14 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
     ) -> dict:  # type: ignore[type-arg]
         base = {"coverage": 0.9, "width": 0.3, "pinball": 0.01}
         forecaster = {"coverage": cover, "width": width, "pinball": pinball, "coverage_ci": ci}
-        return {"n": n, "forecaster": forecaster, "unconditional": base, "analog_legacy": base}
+        peer = {"coverage": 0.9, "width": 0.3, "pinball": 0.015}
+        return {
+            "n": n,
+            "forecaster": forecaster,
+            "unconditional": base,
+            "analog_legacy": base,
+            "ar1": peer,
+        }
 
     rows = [
         row(0.95, 0.2, 0.005, ci=(0.91, 0.99)),
@@ -139,6 +146,7 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         "coverage_ci_above_97": 1,
         "width_le_unconditional": 2,
         "pinball_le_baselines": 2,
+        "pinball_le_ar1": 2,
     }
 
 
@@ -213,7 +221,7 @@ def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path
         (3600.0, "steady"),
     ]
     top = report["rows"][0]
-    assert top["n"] == 6 and set(top) >= {"forecaster", "analog_legacy", "unconditional"}
+    assert top["n"] == 6 and set(top) >= {"forecaster", "analog_legacy", "unconditional", "ar1"}
     assert set(top["forecaster"]) == {"n", "coverage", "width", "pinball", "mae", "coverage_ci"}
     lo, hi = top["forecaster"]["coverage_ci"]
     assert lo <= top["forecaster"]["coverage"] <= hi
@@ -237,6 +245,7 @@ def test_cli_text(traces_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
     text = capsys.readouterr().out
     assert "1 h" in text and "bimodal" in text and "coverage in 93-97 %" in text
     assert "wholly outside by their 95 % interval over traces" in text
+    assert "ar1" in text and "statsmodels AR(1)" in text
     assert "switching" not in text
     assert main([*argv, "--switching"]) == 0
     text = capsys.readouterr().out
