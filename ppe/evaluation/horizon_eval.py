@@ -53,6 +53,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from numpy.typing import NDArray
 from scipy.stats import binomtest, bootstrap
 from threadpoolctl import threadpool_limits
 
@@ -296,11 +297,17 @@ def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
     loss = interval_pinball(y, q_lo, q_hi)
     return {
         "n": len(cases),
-        "coverage": float(np.mean((y >= lo - 1e-12) & (y <= hi + 1e-12))),
+        "coverage": float(np.mean(covered(y, lo, hi))),
         "width": float(np.mean(hi - lo)),
         "pinball": float(np.mean(loss)),
         "mae": float(np.mean(np.abs(y - mean))),
     }
+
+
+def covered(y: FloatArray, lower: FloatArray, upper: FloatArray) -> NDArray[np.bool_]:
+    """Which outcomes fall inside their interval (ends included, to rounding)."""
+    out: NDArray[np.bool_] = (y >= lower - 1e-12) & (y <= upper + 1e-12)
+    return out
 
 
 def interval_pinball(y: FloatArray, lower: FloatArray, upper: FloatArray) -> FloatArray:
@@ -390,16 +397,14 @@ def coverage_interval(
     share its host, so they are not independent: what the same protocol would give on other
     hosts of the kind is the question, and a binomial interval over cases would be too
     narrow. None with fewer than two traces."""
-    by_trace: dict[str, list[float]] = {}
-    for c in cases:
-        m = c[method]
-        hit = m["lower"] - 1e-12 <= c["actual"] <= m["upper"] + 1e-12
-        by_trace.setdefault(c["trace"], [0.0, 0.0])
-        by_trace[c["trace"]][0] += hit
-        by_trace[c["trace"]][1] += 1
-    if len(by_trace) < 2:
+    traces = sorted({c["trace"] for c in cases})
+    if len(traces) < 2:
         return None
-    hits, n = (np.array(col) for col in zip(*by_trace.values(), strict=True))
+    y = np.array([c["actual"] for c in cases])
+    lo, hi = (np.array([c[method][k] for c in cases]) for k in ("lower", "upper"))
+    index = np.searchsorted(traces, [c["trace"] for c in cases])
+    hits = np.bincount(index, weights=covered(y, lo, hi), minlength=len(traces))
+    n = np.bincount(index, minlength=len(traces)).astype(np.float64)
     res = bootstrap(
         (hits, n),
         lambda h, k, axis=-1: h.sum(axis=axis) / k.sum(axis=axis),
