@@ -11,7 +11,7 @@ import numpy as np
 from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_horizon, widened
 from forecaster.batch import batch_forecasts
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
-from forecaster.distribution import Distribution, FitOptions, fit_distribution
+from forecaster.distribution import Distribution, FitOptions, clip, fit_distribution
 from forecaster.fleet import FleetSource, with_fleet
 from forecaster.history import FloatArray, series_before
 from forecaster.horizon import DEFAULT_LOOKBACK_S, horizon_distribution, sample_spacing
@@ -91,12 +91,6 @@ def _finite_or_none(v: float) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _clip(v: float, bounds: tuple[float, float] | None) -> float:
-    if bounds is None:
-        return v
-    return min(max(v, bounds[0]), bounds[1])
-
-
 def forecast_series(
     timestamps: Sequence[float] | FloatArray,
     values: Sequence[float] | FloatArray,
@@ -148,9 +142,9 @@ def forecast_series(
         if fit_cache is not None:
             fit_cache[key] = dist
     return SeriesForecast(
-        value=_clip(step.value, bounds),
-        lower=_clip(step.lower, bounds),
-        upper=_clip(step.upper, bounds),
+        value=clip(step.value, bounds),
+        lower=clip(step.lower, bounds),
+        upper=clip(step.upper, bounds),
         confidence=confidence,
         predictor=step.predictor,
         mse=step.mse,
@@ -161,7 +155,7 @@ def forecast_series(
         now=at,
         horizon_s=horizon,
         distribution=dist,
-        mean=_clip(dist.mean, bounds),
+        mean=clip(dist.mean, bounds),
         std=dist.std,
         interval=dist.interval(confidence, bounds),
     )

@@ -42,6 +42,13 @@ Kind = Literal["point", "normal", "mixture"]
 Component = tuple[float, float, float]  # (weight, mean, std)
 
 
+def clip(v: float, bounds: tuple[float, float] | None) -> float:
+    """``v`` inside ``bounds`` (unchanged without them)."""
+    if bounds is None:
+        return v
+    return min(max(v, bounds[0]), bounds[1])
+
+
 @dataclass(frozen=True)
 class Distribution:
     """A fitted distribution in docs/architecture.md's shape, plus how it was chosen.
@@ -108,7 +115,7 @@ class Distribution:
         symmetric distribution.
         """
         if self.kind == "point":
-            at = self.mean if bounds is None else min(max(self.mean, bounds[0]), bounds[1])
+            at = clip(self.mean, bounds)
             return (at, at)
         if not 0.0 < confidence < 1.0:
             raise ValueError("confidence must be in (0, 1)")
@@ -150,7 +157,7 @@ def _shortest_censored(
     lo = max(bounds[0], float(np.min(mu - 10 * sd)))
     hi = min(bounds[1], float(np.max(mu + 10 * sd)))
     if not lo < hi:  # everything lies beyond one bound
-        at = min(max(dist.mean, bounds[0]), bounds[1])
+        at = clip(dist.mean, bounds)
         return (at, at)
     around = (mu[:, None] + sd[:, None] * _AROUND).ravel()
     grid = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, _CDF_GRID), around)), lo, hi))

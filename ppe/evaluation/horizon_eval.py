@@ -323,34 +323,32 @@ def _pinball(y: FloatArray, q_value: FloatArray, q: float) -> FloatArray:
     return out
 
 
-def row_cases(
-    cases: Sequence[dict[str, Any]], horizon_s: float, category: str
-) -> list[dict[str, Any]]:
-    """The cases of one row: a horizon, and a category or ``"all"``."""
-    return [c for c in cases if c["horizon_s"] == horizon_s and category in ("all", c["category"])]
-
-
 def aggregate(
-    cases: Sequence[dict[str, Any]], horizons: Sequence[float], methods: Sequence[str] = METHODS
+    cases: Sequence[dict[str, Any]],
+    horizons: Sequence[float],
+    methods: Sequence[str] = METHODS,
+    seed: int = 0,
 ) -> list[dict[str, Any]]:
-    """One row per horizon and category ("all" first): each method's scores, and how often the
-    forecaster fell back."""
+    """One row per horizon and category ("all" first): each method's scores, the forecaster's
+    coverage with its interval over traces (:func:`coverage_interval`, seeded), and how often
+    the forecaster fell back."""
     rows = []
     for h in horizons:
+        at_h = [c for c in cases if c["horizon_s"] == h]
         for cat in ("all", *CATEGORIES):
-            group = row_cases(cases, h, cat)
+            group = at_h if cat == "all" else [c for c in at_h if c["category"] == cat]
             fallbacks = [c["forecaster"]["fallback"] for c in group]
-            rows.append(
-                {
-                    "horizon_s": h,
-                    "category": cat,
-                    "n": len(group),
-                    "fallback_share": (
-                        float(np.mean([f is not None for f in fallbacks])) if group else None
-                    ),
-                    **{m: scores(group, m) for m in methods},
-                }
-            )
+            row: dict[str, Any] = {
+                "horizon_s": h,
+                "category": cat,
+                "n": len(group),
+                "fallback_share": (
+                    float(np.mean([f is not None for f in fallbacks])) if group else None
+                ),
+                **{m: scores(group, m) for m in methods},
+            }
+            row["forecaster"]["coverage_ci"] = coverage_interval(group, "forecaster", seed)
+            rows.append(row)
     return rows
 
 
@@ -367,10 +365,7 @@ def run(paths: Sequence[str], opts: HorizonOptions, jobs: int = 1) -> dict[str, 
         traces = list(each(evaluate_trace, loaded, [opts] * n, [per_trace] * n, others))
     cases = [c | {"trace": t["name"]} for t in traces for c in t["cases"]]
     methods = (*METHODS, *EXPERIMENTS) if opts.switching else METHODS
-    rows = aggregate(cases, opts.horizons, methods)
-    for row in rows:
-        group = row_cases(cases, row["horizon_s"], row["category"])
-        row["forecaster"]["coverage_ci"] = coverage_interval(group, "forecaster", opts.seed)
+    rows = aggregate(cases, opts.horizons, methods, opts.seed)
     return {
         "rows": rows,
         "checks": checks(rows),
