@@ -12,8 +12,10 @@ from forecaster.analog import (
     LEGACY_ANALOG,
     _combined,
     _episodes,
+    _past_windows,
     _widening,
     analog_horizon,
+    prior_weight,
     spread_cap,
 )
 from ppe.traces import Trace
@@ -80,6 +82,56 @@ def test_supported_short_horizon_is_the_analogue_forecast(traces: dict[str, Trac
     assert new is not None and old is not None
     assert new.support is not None and new.support >= CPU_ANALOG.min_support
     assert new.fallback is None and old.support is None
+    assert new.components == old.components
+
+
+def test_prior_weight_is_the_predictive_of_the_support_tapered_to_nothing() -> None:
+    c, reach = CPU_ANALOG.prior_strength, CPU_ANALOG.prior_reach
+    assert c > 0 and reach > CPU_ANALOG.min_support
+    weights = [prior_weight(s, CPU_ANALOG) for s in range(CPU_ANALOG.min_support, reach + 5)]
+    assert weights[0] == pytest.approx(
+        c / (c + CPU_ANALOG.min_support) * (1 - CPU_ANALOG.min_support / reach)
+    )
+    live = reach - CPU_ANALOG.min_support
+    assert np.all(np.diff(weights[:live]) < 0) and weights[live - 1] > 0
+    assert weights[live:] == [0.0] * 5
+    assert prior_weight(12, LEGACY_ANALOG) == 0.0
+    assert prior_weight(12, replace(CPU_ANALOG, prior_reach=0)) == 0.0
+
+
+def test_a_thinly_supported_forecast_leaves_room_for_a_switch(traces: dict[str, Trace]) -> None:
+    """An idle bimodal host whose 6-hour analogues rest on a dozen independent episodes: the
+    past windows, saturated ones too, get the prior's share (seventh pass, issue 17)."""
+    t = traces["41"]
+    now, horizon = float(t.timestamps[0]) + 15.7 * DAY, 6 * 3600.0
+    without = replace(CPU_ANALOG, prior_strength=0.0)
+    new = analog_horizon(t.timestamps, t.availability, now, horizon, CPU_ANALOG)
+    old = analog_horizon(t.timestamps, t.availability, now, horizon, without)
+    past = _past_windows(t.timestamps, t.availability, now, horizon, CPU_ANALOG)
+    assert new is not None and old is not None and past is not None
+    support = new.support
+    assert support is not None and CPU_ANALOG.min_support <= support < CPU_ANALOG.prior_reach
+    assert new.fallback is None and old.support == support
+    w = prior_weight(support, CPU_ANALOG)
+    assert w > 0.02
+    for x in (0.1, 0.5, 0.9):
+        mixed = (1 - w) * float(old.cdf(x)) + w * float(past[1].cdf(x))
+        assert float(new.cdf(x)) == pytest.approx(mixed, abs=1e-6)
+    # the saturated windows of the past weigh in: more mass on the other mode, a lower end
+    assert float(past[1].cdf(0.5)) > 0.3
+    assert float(new.cdf(0.5)) > float(old.cdf(0.5)) + 0.5 * w * float(past[1].cdf(0.5))
+    assert new.interval(0.95, (0.0, 1.0))[0] < old.interval(0.95, (0.0, 1.0))[0]
+
+
+def test_a_well_supported_forecast_has_no_prior(traces: dict[str, Trace]) -> None:
+    t = traces["45"]
+    now = float(t.timestamps[0]) + 20.2 * DAY
+    new = analog_horizon(t.timestamps, t.availability, now, 3600.0, CPU_ANALOG)
+    old = analog_horizon(
+        t.timestamps, t.availability, now, 3600.0, replace(CPU_ANALOG, prior_strength=0.0)
+    )
+    assert new is not None and old is not None
+    assert new.support is not None and new.support >= CPU_ANALOG.prior_reach
     assert new.components == old.components
 
 
