@@ -9,7 +9,7 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from forecaster.analog import CPU_ANALOG, AnalogOptions, analog_horizon, widened
-from forecaster.batch import batch_forecasts
+from forecaster.batch import next_step
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.distribution import Distribution, FitOptions, clip, fit_distribution
 from forecaster.fleet import FleetSource, with_fleet
@@ -167,20 +167,7 @@ def _one_step(
     """The winner's next-value forecast: from live online state if given, else a batch replay."""
     if state is not None:
         return state.forecast(confidence)
-    result = batch_forecasts(xs, cfg, confidence)
-    row = result.n
-    return OneStep(
-        value=float(result.forecast[row]),
-        lower=float(result.lower[row]),
-        upper=float(result.upper[row]),
-        confidence=confidence,
-        predictor=result.names[int(result.winner[row])],
-        mse=float(result.mse[row]),
-        mae=float(result.mae[row]),
-        n=int(xs.size),
-        last_timestamp=math.nan,
-        members={},
-    )
+    return next_step(xs, cfg, confidence)
 
 
 def series_distribution(

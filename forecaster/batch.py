@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -11,6 +13,7 @@ from numpy.typing import NDArray
 from forecaster.config import DEFAULT_CONFIG, ForecasterConfig
 from forecaster.history import FloatArray
 from forecaster.members import batch_member_forecasts, discounted_scores, member_names
+from forecaster.online import OneStep
 from forecaster.selection import interval_ranks, selection_loss
 
 IntArray = NDArray[np.intp]
@@ -72,6 +75,54 @@ def select_batch(
     recomputing the battery; ``members`` must come from ``batch_member_forecasts`` with a config
     having the same battery.
     """
+    sel = _select(values, members, config)
+    lower, upper = _intervals(sel.err, sel.winner, sel.forecast, config.interval_window, confidence)
+    return BatchResult(
+        sel.names, members, sel.winner, sel.forecast, lower, upper, sel.mse, sel.mae, confidence
+    )
+
+
+def next_step(
+    values: FloatArray, config: ForecasterConfig | None = None, confidence: float = 0.95
+) -> OneStep:
+    """Row ``n`` of :func:`batch_forecasts` (the forecast of the next, unseen value) alone.
+
+    A cold forecast needs only that row; the order statistics of every earlier row's residual
+    window were half the cost of a cold horizon forecast (session 38)."""
+    cfg = config or DEFAULT_CONFIG
+    x = np.ascontiguousarray(values, dtype=np.float64)
+    if x.ndim != 1 or not np.isfinite(x).all():
+        raise ValueError("values must be a 1-D array of finite numbers")
+    sel = _select(x, batch_member_forecasts(x, cfg), cfg)
+    n = int(x.size)
+    lower, upper = _interval_row(
+        sel.err, sel.winner, sel.forecast, cfg.interval_window, confidence, n
+    )
+    return OneStep(
+        value=float(sel.forecast[n]),
+        lower=lower,
+        upper=upper,
+        confidence=confidence,
+        predictor=sel.names[int(sel.winner[n])],
+        mse=float(sel.mse[n]),
+        mae=float(sel.mae[n]),
+        n=n,
+        last_timestamp=math.nan,
+        members={},
+    )
+
+
+class _Selection(NamedTuple):
+    names: list[str]
+    err: FloatArray  # (n + 1, K) one-step errors of every member (row t: x[t] - forecast)
+    winner: IntArray
+    forecast: FloatArray
+    mse: FloatArray
+    mae: FloatArray
+
+
+def _select(values: FloatArray, members: FloatArray, config: ForecasterConfig) -> _Selection:
+    """Every row's winner by the selection rule, its forecast and its cumulative errors."""
     cfg = config
     x = np.ascontiguousarray(values, dtype=np.float64)
     n = int(x.size)
@@ -99,8 +150,7 @@ def select_batch(
     if n > 1:
         mse[2:] = cum_se[rows[1:], winner[2:]] / counts[1:]
         mae[2:] = cum_ae[rows[1:], winner[2:]] / counts[1:]
-    lower, upper = _intervals(err, winner, forecast, cfg.interval_window, confidence)
-    return BatchResult(names, F, winner, forecast, lower, upper, mse, mae, confidence)
+    return _Selection(names, err, winner, forecast, mse, mae)
 
 
 def _cumulative(loss: FloatArray, n: int) -> FloatArray:
@@ -118,10 +168,7 @@ def _intervals(
     n = forecast.size - 1
     lower, upper = forecast.copy(), forecast.copy()
     for t in range(2, min(window, n) + 1):  # warm-up: fewer residuals than the window
-        m = t - 1
-        lo, hi = interval_ranks(m, confidence)
-        col = np.partition(err[1:t, winner[t]], (lo, hi))
-        lower[t], upper[t] = forecast[t] + col[lo], forecast[t] + col[hi]
+        lower[t], upper[t] = _interval_row(err, winner, forecast, window, confidence, t)
     if n >= window + 1:
         lo, hi = interval_ranks(window, confidence)
         views = sliding_window_view(err[1:n], window, axis=0)  # (n - window, K, window)
@@ -131,3 +178,16 @@ def _intervals(
         lower[rows] = forecast[rows] + part[:, lo]
         upper[rows] = forecast[rows] + part[:, hi]
     return lower, upper
+
+
+def _interval_row(
+    err: FloatArray, winner: IntArray, forecast: FloatArray, window: int, confidence: float, t: int
+) -> tuple[float, float]:
+    """Row t of :func:`_intervals`: the winner's last ``min(t - 1, window)`` residuals (the
+    forecast itself before the first)."""
+    m = min(t - 1, window)
+    if m < 1:
+        return float(forecast[t]), float(forecast[t])
+    lo, hi = interval_ranks(m, confidence)
+    col = np.partition(err[t - m : t, winner[t]], (lo, hi))
+    return float(forecast[t] + col[lo]), float(forecast[t] + col[hi])

@@ -12,6 +12,7 @@ from forecaster import (
     batch_member_forecasts,
     member_names,
 )
+from forecaster.batch import next_step
 from forecaster.members import ar_fit
 from forecaster.selection import interval_ranks
 
@@ -206,3 +207,21 @@ def test_seasonal_change_is_causal() -> None:
         moved += int(other[cut + 1] != base[cut + 1])
     # the next forecast reads x[cut] (a clip to the other values involved may hide it)
     assert moved >= 0.8 * (x.size - 1)
+
+
+@pytest.mark.parametrize(
+    "n", [1, 2, 3, 40, CFG.interval_window, CFG.interval_window + 1, CFG.interval_window + 2, 1500]
+)
+def test_next_step_is_the_last_row_of_the_batch_replay(n: int) -> None:
+    """A cold forecast computes only the last row; it must be the batch replay's, exactly."""
+    rng = np.random.default_rng(n)
+    x = np.clip(0.6 + np.cumsum(rng.normal(0, 0.02, n)) + rng.normal(0, 0.05, n), 0.01, 1.0)
+    whole = batch_forecasts(x)
+    step = next_step(x)
+    assert step.n == whole.n == n
+    assert step.value == whole.forecast[n]
+    assert (step.lower, step.upper) == (whole.lower[n], whole.upper[n])
+    assert step.predictor == whole.names[int(whole.winner[n])]
+    np.testing.assert_array_equal([step.mse, step.mae], [whole.mse[n], whole.mae[n]])
+    if n >= 40:  # residuals of both signs by then
+        assert step.lower < step.value < step.upper

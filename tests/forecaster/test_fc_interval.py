@@ -120,3 +120,15 @@ def test_random_mixtures_hold_the_confidence_and_are_never_wider_than_central() 
             assert mass >= confidence - 1e-6
             if 0.0 < lo and hi < 1.0:  # no atom on an end: exactly the confidence
                 assert mass == pytest.approx(confidence, abs=1e-6)
+
+
+def test_an_interval_is_solved_once_per_confidence_and_bounds() -> None:
+    """A warm forecast reads the distribution from the fit cache and asks again: the answer is
+    the one solved the first time, and each confidence and range gets its own."""
+    d = mixture([(0.7, 0.95, 0.03), (0.3, 0.2, 0.1)])
+    fresh = mixture([(0.7, 0.95, 0.03), (0.3, 0.2, 0.1)])
+    first = d.interval(0.95, CPU)
+    assert d.interval(0.95, CPU) is first
+    assert first == fresh.interval(0.95, CPU)
+    assert d.interval(0.9, CPU) == fresh.interval(0.9, CPU) != first
+    assert d.interval(0.95) == fresh.interval(0.95) != first
