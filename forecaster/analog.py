@@ -172,7 +172,6 @@ LEGACY_ANALOG = replace(
     fallback_floor_std=None,
     floor_spread=0.0,
     prior_strength=0.0,
-    prior_reach=0,
 )
 BANDWIDTH_ANALOG = AnalogOptions(floor_std=0.0, floor_rel=0.005)
 

@@ -60,10 +60,16 @@ def batch_forecasts(
 ) -> BatchResult:
     """Replay a whole series through the battery and the selection, vectorised over time."""
     cfg = config or DEFAULT_CONFIG
+    x = _series(values)
+    return select_batch(x, batch_member_forecasts(x, cfg), cfg, confidence)
+
+
+def _series(values: FloatArray) -> FloatArray:
+    """``values`` as a contiguous float array, refused unless 1-D and finite."""
     x = np.ascontiguousarray(values, dtype=np.float64)
     if x.ndim != 1 or not np.isfinite(x).all():
         raise ValueError("values must be a 1-D array of finite numbers")
-    return select_batch(x, batch_member_forecasts(x, cfg), cfg, confidence)
+    return x
 
 
 def select_batch(
@@ -90,9 +96,7 @@ def next_step(
     A cold forecast needs only that row; the order statistics of every earlier row's residual
     window were half the cost of a cold horizon forecast (session 38)."""
     cfg = config or DEFAULT_CONFIG
-    x = np.ascontiguousarray(values, dtype=np.float64)
-    if x.ndim != 1 or not np.isfinite(x).all():
-        raise ValueError("values must be a 1-D array of finite numbers")
+    x = _series(values)
     sel = _select(x, batch_member_forecasts(x, cfg), cfg)
     n = int(x.size)
     lower, upper = _interval_row(
