@@ -9,7 +9,8 @@ a new sample would be if the fit were kept (a memoised answer is a dictionary lo
 an idle host the cold call also borrows from the fleet (``forecaster.fleet``: the other traces,
 prepared once, as the service shares them for 5 minutes); preparing that fleet is timed apart.
 Horizons are snapped as the service snaps them (``snap_horizon``: 300 s asks for 301 s, so
-the analogues answer, not the one-sample fit). One BLAS thread; the median of ``--repeat`` calls; CPU time beside wall time.
+the analogues answer, not the one-sample fit). One BLAS thread; the median of ``--repeat``
+calls; CPU time beside wall time.
 Targets: warm under 2 ms, cold under 50 ms.
 
 ``--service``: the same through the API on a temporary SQLite store holding every trace (the

@@ -214,6 +214,7 @@ class _Analogues(NamedTuple):
     positions: NDArray[np.int64]  # sample index of each start
     complete: NDArray[np.bool_]  # its outcome is known from the history (not extrapolated)
     width: int  # the horizon in samples
+    window_s: float  # the horizon's window: ``width`` samples at the history's spacing
 
     def only(self, keep: NDArray[np.bool_]) -> _Analogues:
         return self._replace(
@@ -240,8 +241,12 @@ def _analogues(
     (``horizon_s`` / median spacing). ``conditional=False`` gives every past start (the
     unconditional distribution). None when the history is too short.
     """
-    ts, xs = _looked_at(timestamps, values, now, opts)
-    width = _width(ts, horizon_s)
+    ts = np.asarray(timestamps, dtype=np.float64)
+    xs = np.asarray(values, dtype=np.float64)
+    keep = (ts < now) & (ts >= now - opts.lookback_s) & np.isfinite(xs)
+    ts, xs = ts[keep], xs[keep]
+    spacing = sample_spacing(ts)
+    width = 1 if horizon_s is None else max(1, int(round(horizon_s / spacing)))
     k0 = opts.state_samples
     if xs.size < k0 + width + opts.min_neighbours // 4:
         return None
@@ -255,7 +260,7 @@ def _analogues(
         dist = _rank(np.abs(state - now_state))
         if opts.epoch_band > 0:
             band = opts.epoch_band * float(np.ptp(xs))
-            cap = max(1, int(round(opts.epoch_cap_s / sample_spacing(ts))))
+            cap = max(1, int(round(opts.epoch_cap_s / spacing)))
             ages = np.log1p(
                 _epoch_ages(xs, np.append(j, xs.size), np.append(state, now_state), band, cap)
             )
@@ -271,23 +276,14 @@ def _analogues(
     if opts.relative and conditional:
         out = np.clip(out + (now_state - state[nearest - k0]), xs.min(), xs.max())
     return _Analogues(
-        out, ts[np.minimum(nearest, ts.size - 1)], now_state, nearest, complete, width
+        out,
+        ts[np.minimum(nearest, ts.size - 1)],
+        now_state,
+        nearest,
+        complete,
+        width,
+        width * spacing,
     )
-
-
-def _looked_at(
-    timestamps: FloatArray, values: FloatArray, now: float, opts: AnalogOptions
-) -> tuple[FloatArray, FloatArray]:
-    """The finite samples of the ``lookback_s`` before ``now`` (the analogues' history)."""
-    ts = np.asarray(timestamps, dtype=np.float64)
-    xs = np.asarray(values, dtype=np.float64)
-    keep = (ts < now) & (ts >= now - opts.lookback_s) & np.isfinite(xs)
-    return ts[keep], xs[keep]
-
-
-def _width(ts: FloatArray, horizon_s: float | None) -> int:
-    """The horizon in samples (at least one): windows are counted in samples."""
-    return 1 if horizon_s is None else max(1, int(round(horizon_s / sample_spacing(ts))))
 
 
 def _clock_distance(t: FloatArray, now: float) -> FloatArray:
@@ -422,12 +418,11 @@ def analog_horizon(
     With ``opts.min_support``, the ``support`` (independent analogues whose outcome the history
     knows, :func:`_episodes`) is counted and reported; below ``min_support`` the forecast falls
     back (:func:`_fallback`)."""
-    opts = _short_horizon(
-        timestamps, values, now, horizon_s, _spread_floor(timestamps, values, now, opts)
-    )
+    opts = _spread_floor(timestamps, values, now, opts)
     found = _analogues(timestamps, values, now, horizon_s, opts, True)
     if found is None:
         return None
+    opts = _short_horizon(opts, found.window_s)
     support = None
     if opts.min_support > 0:
         support = _episodes(found.positions[found.complete], found.width)
@@ -502,15 +497,9 @@ def _spread_floor(
     return replace(opts, floor_std=min(opts.floor_std, scaled))
 
 
-def _short_horizon(
-    timestamps: FloatArray,
-    values: FloatArray,
-    now: float,
-    horizon_s: float | None,
-    opts: AnalogOptions,
-) -> AnalogOptions:
-    """``opts`` for a window shorter than ``short_ramp_s``: the background's weight times the
-    window's share of it (eighth pass).
+def _short_horizon(opts: AnalogOptions, window_s: float) -> AnalogOptions:
+    """``opts`` for a window (:attr:`_Analogues.window_s`) shorter than ``short_ramp_s``: the
+    background's weight times the window's share of it (eighth pass).
 
     The background (state-only analogues) stands for the present epoch ending inside the
     window, a chance that grows with the window's length; its weight was sized for half-hour
@@ -519,8 +508,7 @@ def _short_horizon(
     """
     if opts.short_ramp_s <= 0:
         return opts
-    ts, _ = _looked_at(timestamps, values, now, opts)
-    share = _width(ts, horizon_s) * sample_spacing(ts) / opts.short_ramp_s
+    share = window_s / opts.short_ramp_s
     if share >= 1.0:
         return opts
     return replace(opts, unconditional_weight=opts.unconditional_weight * share)

@@ -8,7 +8,14 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from forecaster.analog import CPU_ANALOG, _short_horizon, _spread_floor, analog_horizon
+from forecaster.analog import (
+    CPU_ANALOG,
+    AnalogOptions,
+    _analogues,
+    _short_horizon,
+    _spread_floor,
+    analog_horizon,
+)
 from ppe.traces import Trace
 
 from .test_fc_floor import steady
@@ -16,12 +23,21 @@ from .test_fc_floor import steady
 NO_RAMP = replace(CPU_ANALOG, short_ramp_s=0.0)
 
 
+def ramped(
+    ts: np.ndarray, xs: np.ndarray, now: float, horizon: float, opts: AnalogOptions
+) -> AnalogOptions:
+    """``opts`` as :func:`analog_horizon` ramps them, for the window its analogues span."""
+    found = _analogues(ts, xs, now, horizon, opts, True)
+    assert found is not None
+    return _short_horizon(opts, found.window_s)
+
+
 @pytest.mark.parametrize(("horizon", "share"), [(300.0, 1 / 6), (301.0, 1 / 6), (900.0, 0.5)])
 def test_a_short_window_scales_the_background_by_its_share(horizon: float, share: float) -> None:
     ts, xs = steady(0.03)
     now = float(ts[-1]) + 300.0
     full = _spread_floor(ts, xs, now, CPU_ANALOG)
-    short = _short_horizon(ts, xs, now, horizon, full)
+    short = ramped(ts, xs, now, horizon, full)
     assert short.unconditional_weight == pytest.approx(CPU_ANALOG.unconditional_weight * share)
     # nothing else moves: the kernel floor stays (the re-planner, which reads 5-minute
     # forecasts, lost with a lower one; docs/architecture.md 4.7)
@@ -32,18 +48,18 @@ def test_a_short_window_scales_the_background_by_its_share(horizon: float, share
 def test_half_an_hour_and_longer_are_untouched(horizon: float) -> None:
     ts, xs = steady(0.03)
     now = float(ts[-1]) + 300.0
-    assert _short_horizon(ts, xs, now, horizon, CPU_ANALOG) is CPU_ANALOG
-    assert _short_horizon(ts, xs, now, 300.0, NO_RAMP) is NO_RAMP
+    assert ramped(ts, xs, now, horizon, CPU_ANALOG) is CPU_ANALOG
+    assert ramped(ts, xs, now, 300.0, NO_RAMP) is NO_RAMP
 
 
 def test_the_ramp_counts_the_window_in_samples_before_now() -> None:
     """A horizon below one sample is one sample; the spacing is the history's, not the future's."""
     ts, xs = steady(0.03)
     now = float(ts[-1]) + 300.0
-    one = _short_horizon(ts, xs, now, 300.0, CPU_ANALOG)
-    assert _short_horizon(ts, xs, now, 60.0, CPU_ANALOG) == one
+    one = ramped(ts, xs, now, 300.0, CPU_ANALOG)
+    assert ramped(ts, xs, now, 60.0, CPU_ANALOG) == one
     later = np.concatenate((ts, now + 60.0 * np.arange(1, 500)))
-    assert _short_horizon(later, np.resize(xs, later.size), now, 300.0, CPU_ANALOG) == one
+    assert ramped(later, np.resize(xs, later.size), now, 300.0, CPU_ANALOG) == one
 
 
 @pytest.mark.parametrize("horizon", [1800.0, 3600.0])
