@@ -136,6 +136,11 @@ class Distribution:
         from the fit cache) asks for the same one again, and solving it was 80 % of its cost."""
         return {}
 
+    @functools.cached_property
+    def _censored_tables(self) -> dict[tuple[float, float], _CensoredTable | None]:
+        """Censored CDF tables by bounds: intervals at several confidences share one."""
+        return {}
+
     def to_dict(self) -> dict[str, object]:
         return {
             "kind": self.kind,
@@ -152,44 +157,76 @@ _CDF_GRID = 129
 _AROUND = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
 
 
+@dataclass(frozen=True)
+class _CensoredTable:
+    """The CDF of a distribution censored to a range, tabulated where its mass is: ``xs``
+    from ``lo`` to ``hi`` (``hi`` twice, the table's last step being the atom above the
+    range) and ``table`` the CDF there. ``low_atom``/``high_atom``: whether that range's edge is
+    a bound with mass on it, the only case where an interval may end at an edge by choice."""
+
+    lo: float
+    hi: float
+    xs: FloatArray
+    table: FloatArray
+    low_atom: bool
+    high_atom: bool
+
+
+def _censored_table(dist: Distribution, bounds: tuple[float, float]) -> _CensoredTable | None:
+    """:class:`_CensoredTable` of ``dist`` censored to ``bounds`` (either may be infinite); None
+    when everything lies beyond one bound."""
+    if not bounds[0] < bounds[1]:
+        raise ValueError("bounds must be increasing")
+    _, mu, sd = dist._arrays
+    lo = max(bounds[0], float(np.min(mu - 10 * sd)))
+    hi = min(bounds[1], float(np.max(mu + 10 * sd)))
+    if not lo < hi:
+        return None
+    around = (mu[:, None] + sd[:, None] * _AROUND).ravel()
+    grid = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, _CDF_GRID), around)), lo, hi))
+    cdf = dist.cdf(grid)
+    return _CensoredTable(
+        lo=lo,
+        hi=hi,
+        xs=np.append(grid, hi),
+        table=np.append(cdf, 1.0),
+        low_atom=lo == bounds[0] and cdf[0] > 0.0,
+        high_atom=hi == bounds[1] and cdf[-1] < 1.0,
+    )
+
+
 def _shortest_censored(
     dist: Distribution, confidence: float, bounds: tuple[float, float]
 ) -> tuple[float, float]:
     """The shortest ``[Q(a), Q(a + confidence)]`` of ``dist`` censored to ``bounds``.
 
-    The lower-tail share ``a`` is chosen from the CDF tabulated where the mass is; the ends of
-    that split and of the central one are then solved exactly and the shorter kept (the
-    central on ties), so the answer is never wider than the central interval. An end at the
-    range's edge is a choice only where that edge is a bound with mass on it.
+    The lower-tail share ``a`` is chosen from the CDF tabulated where the mass is (one table
+    per bounds, whatever the confidence); the ends of that split and of the central one are
+    then solved exactly and the shorter kept (the central on ties), so the answer is never
+    wider than the central interval.
     """
-    if not bounds[0] < bounds[1]:
-        raise ValueError("bounds must be increasing")
-    _, mu, sd = dist._arrays
-    # The range where the mass is, cut to the bounds (either may be infinite).
-    lo = max(bounds[0], float(np.min(mu - 10 * sd)))
-    hi = min(bounds[1], float(np.max(mu + 10 * sd)))
-    if not lo < hi:  # everything lies beyond one bound
+    t = dist._censored_tables.get(bounds)
+    if t is None:
+        t = dist._censored_tables.setdefault(bounds, _censored_table(dist, bounds))
+    if t is None:  # everything lies beyond one bound
         at = clip(dist.mean, bounds)
         return (at, at)
-    around = (mu[:, None] + sd[:, None] * _AROUND).ravel()
-    grid = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, _CDF_GRID), around)), lo, hi))
-    cdf = dist.cdf(grid)
-    # The mass above the range sits on its end: the table's last step is that atom.
-    xs, table = np.append(grid, hi), np.append(cdf, 1.0)
     spare = 1.0 - confidence
     a = spare * np.arange(_SPLITS + 1) / _SPLITS
-    widths = np.interp(a + confidence, table, xs) - np.interp(a, table, xs)
-    if not (lo == bounds[0] and cdf[0] > 0.0):
+    widths = np.interp(a + confidence, t.table, t.xs) - np.interp(a, t.table, t.xs)
+    if not t.low_atom:
         widths[0] = np.inf
-    if not (hi == bounds[1] and cdf[-1] < 1.0):
+    if not t.high_atom:
         widths[-1] = np.inf
     central = _SPLITS // 2
     best = int(np.argmin(widths))
-    c_lo, c_hi = (_censored_ppf(dist, float(q), xs, table) for q in (spare / 2, 1 - spare / 2))
+    c_lo, c_hi = (_censored_ppf(dist, float(q), t.xs, t.table) for q in (spare / 2, 1 - spare / 2))
     if best == central:
         return (c_lo, c_hi)
-    b_lo, b_hi = (_censored_ppf(dist, float(q), xs, table) for q in (a[best], a[best] + confidence))
-    if b_hi - b_lo < (c_hi - c_lo) - 1e-12 * (hi - lo):
+    b_lo, b_hi = (
+        _censored_ppf(dist, float(q), t.xs, t.table) for q in (a[best], a[best] + confidence)
+    )
+    if b_hi - b_lo < (c_hi - c_lo) - 1e-12 * (t.hi - t.lo):
         return (b_lo, b_hi)
     return (c_lo, c_hi)
 

@@ -31,8 +31,11 @@ Scores: coverage of the nominal 95 % interval the service answers (the shortest 
 value censored to [0, 1]: ``Distribution.interval``; for ``unconditional`` the shortest span
 holding 95 % of its sample), its mean width, the pinball loss of the central 2.5 % and 97.5 %
 quantiles (their average), and the MAE of the forecast mean against the realised mean; per horizon
-and per host category. The category is decided from the last 7 days before ``T`` only
-(:func:`category`), in this order:
+and per host category. Widths compare fairly only at equal coverage, so each row also gives the
+forecaster's width at the coverage the unconditional baseline reached (:func:`width_at_coverage`)
+and how often the baseline's whole range held the outcome (:func:`range_coverage`).
+The category is decided from the last 7 days before ``T`` only (:func:`category`), in this
+order:
 
 - ``bimodal``: at least 5 % of samples below 0.35 *and* at least 5 % above 0.85;
 - ``idle``: at most 5 % of the samples below 0.9 (``forecaster.fleet.settled_high``, the
@@ -81,6 +84,9 @@ CATEGORY_WINDOW_S = 7 * 86400.0
 #: Fewest realised samples a window must hold, as a share of what its length should hold.
 MIN_REALISED = 0.5
 COVERAGE_BAND = (0.93, 0.97)
+#: Nominal levels of the forecaster's intervals kept per case, to compare widths with a
+#: baseline at the coverage that baseline reached (:func:`width_at_coverage`).
+SHARPNESS_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, CONFIDENCE)
 #: Resamples of the traces behind each row's coverage interval (:func:`coverage_interval`).
 BOOTSTRAP_RESAMPLES = 2000
 #: Samples the service reads before ``at`` (ppe.service.config.Settings.history_limit default).
@@ -141,7 +147,8 @@ def _unclipped(dist: Distribution) -> tuple[float, float, float]:
 
 def sample_summary(sample: FloatArray) -> dict[str, float]:
     """:func:`summarise` of an empirical distribution: the shortest span holding 95 % of the
-    sample (as many points as a 95 % share rounds up to) beside its central quantiles."""
+    sample (as many points as a 95 % share rounds up to) beside its central quantiles, and
+    its whole range (what the widest interval drawn from it could cover)."""
     s = np.sort(np.asarray(sample, dtype=np.float64))
     k = min(s.size, math.ceil(CONFIDENCE * s.size - 1e-9))
     spans = s[k - 1 :] - s[: s.size - k + 1]
@@ -153,6 +160,8 @@ def sample_summary(sample: FloatArray) -> dict[str, float]:
         "upper": float(s[i + k - 1]),
         "q_lower": float(q_lower),
         "q_upper": float(q_upper),
+        "min": float(s[0]),
+        "max": float(s[-1]),
     }
 
 
@@ -200,6 +209,7 @@ def forecast_case(
         fallback=served.fallback,
         fleet=served.fleet,
         unclipped=list(_unclipped(served)),
+        levels=[list(served.interval(level, CPU_BOUNDS)) for level in SHARPNESS_LEVELS],
     )
     out["unconditional"] = sample_summary(unconditional(ts, xs, now, horizon_s))
     out["ar1"] = summarise(ar1_distribution(ts, xs, now, horizon_s))
@@ -348,6 +358,11 @@ def aggregate(
                 **{m: scores(group, m) for m in methods},
             }
             row["forecaster"]["coverage_ci"] = coverage_interval(group, "forecaster", seed)
+            if group:
+                row["forecaster"]["width_at_unconditional_coverage"] = width_at_coverage(
+                    group, "forecaster", row["unconditional"]["coverage"]
+                )
+                row["unconditional"]["range_coverage"] = range_coverage(group, "unconditional")
             rows.append(row)
     return rows
 
@@ -413,6 +428,35 @@ def coverage_interval(
     return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
+def range_coverage(cases: Sequence[dict[str, Any]], method: str) -> float:
+    """How often the outcome lies within the whole range of ``method``'s sample: the most any
+    interval drawn from that sample could cover."""
+    y, lo, hi = (
+        np.array([c["actual"] for c in cases]),
+        np.array([c[method]["min"] for c in cases]),
+        np.array([c[method]["max"] for c in cases]),
+    )
+    return float(np.mean(covered(y, lo, hi)))
+
+
+def width_at_coverage(cases: Sequence[dict[str, Any]], method: str, target: float) -> float | None:
+    """The mean width ``method``'s intervals need to cover ``target`` of ``cases``, read off
+    its intervals at :data:`SHARPNESS_LEVELS` (linear between levels; the lowest level's
+    width, an upper bound, when even that covers more). None when the 95 % interval covers
+    less than ``target``: it cannot be narrowed to meet it.
+
+    Widths only compare at equal coverage: a baseline that misses a quarter of the outcomes
+    is narrow for that reason (at a day or more, even the full range of the past window
+    means misses a fifth of the outcomes on the shared traces, docs/architecture.md §4.7)."""
+    y = np.array([c["actual"] for c in cases])
+    levels = np.array([c[method]["levels"] for c in cases])  # case, level, (lower, upper)
+    cover = np.maximum.accumulate(covered(y[:, None], levels[..., 0], levels[..., 1]).mean(0))
+    width = (levels[..., 1] - levels[..., 0]).mean(0)
+    if target > cover[-1]:
+        return None
+    return float(width[0] if target <= cover[0] else np.interp(target, cover, width))
+
+
 def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """The issue's bar for the forecaster: 93-97 % coverage in every (horizon, category) row
     with cases, and a width no wider than the unconditional baseline's; and how often its
@@ -424,12 +468,17 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     clearly_below = [ci is not None and ci[1] < COVERAGE_BAND[0] for ci in cis]
     clearly_above = [ci is not None and ci[0] > COVERAGE_BAND[1] for ci in cis]
     narrower = [r["forecaster"]["width"] <= r["unconditional"]["width"] + 1e-12 for r in scored]
+    narrower_at_equal_coverage = [
+        _width_at_equal_coverage(r["forecaster"]) <= r["unconditional"]["width"] + 1e-12
+        for r in scored
+    ]
     sharper = [
         r["forecaster"]["pinball"]
         <= min(r["unconditional"]["pinball"], r["analog_legacy"]["pinball"]) + 1e-12
         for r in scored
     ]
     beats_peer = [r["forecaster"]["pinball"] <= r["ar1"]["pinball"] + 1e-12 for r in scored]
+    unreachable = [r["unconditional"].get("range_coverage", 1.0) < COVERAGE_BAND[0] for r in scored]
     return {
         "rows": len(scored),
         "coverage_in_93_97": int(sum(inside)),
@@ -440,9 +489,20 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "coverage_ci_below_93": int(sum(clearly_below)),
         "coverage_ci_above_97": int(sum(clearly_above)),
         "width_le_unconditional": int(sum(narrower)),
+        # the same at the unconditional baseline's own coverage (width_at_coverage)
+        "width_le_unconditional_at_equal_coverage": int(sum(narrower_at_equal_coverage)),
+        # rows where no interval of the unconditional sample, however wide, reaches the band
+        "unconditional_range_below_93": int(sum(unreachable)),
         "pinball_le_baselines": int(sum(sharper)),
         "pinball_le_ar1": int(sum(beats_peer)),
     }
+
+
+def _width_at_equal_coverage(scores: dict[str, Any]) -> float:
+    """The forecaster's width at the unconditional baseline's coverage; its 95 % width where
+    the baseline covered more."""
+    at = scores.get("width_at_unconditional_coverage")
+    return float(scores["width"] if at is None else at)
 
 
 #: Bins of the PIT histogram: a calibrated forecaster fills them evenly.
@@ -627,7 +687,7 @@ def render_text(report: dict[str, Any]) -> str:
         "cover [95 % interval over traces] / width / pinball / MAE"
     )
     methods = s.get("methods", METHODS)
-    for col in ("horizon", "category", "n", "fallback", *methods):
+    for col in ("horizon", "category", "n", "fallback", "width at uncond. cover", *methods):
         table.add_column(col, justify="left" if col in ("horizon", "category") else "right")
     for r in report["rows"]:
         if r["n"] == 0:
@@ -641,11 +701,13 @@ def render_text(report: dict[str, Any]) -> str:
                 f"{sc['coverage']:.3f}{band} / {sc['width']:.3f} / {sc['pinball']:.4f} / "
                 f"{sc['mae']:.3f}"
             )
+        at = r["forecaster"].get("width_at_unconditional_coverage")
         table.add_row(
             _duration(r["horizon_s"]),
             r["category"],
             str(r["n"]),
             f"{r['fallback_share']:.2f}",
+            "-" if at is None else f"{at:.3f}",
             *cells,
             style="bold" if r["category"] == "all" else None,
         )
@@ -655,7 +717,10 @@ def render_text(report: dict[str, Any]) -> str:
         f"forecaster: coverage in 93-97 % in {c['coverage_in_93_97']} of {c['rows']} rows "
         f"({c['coverage_below_93']} below; wholly outside by their 95 % interval over traces: "
         f"{c['coverage_ci_below_93']} below, {c['coverage_ci_above_97']} above); "
-        f"width <= unconditional in {c['width_le_unconditional']} of {c['rows']}; "
+        f"width <= unconditional in {c['width_le_unconditional']} of {c['rows']} "
+        f"({c['width_le_unconditional_at_equal_coverage']} at the unconditional's own "
+        "coverage; its whole range covers under 93 % in "
+        f"{c['unconditional_range_below_93']}); "
         f"pinball <= both baselines in {c['pinball_le_baselines']} of {c['rows']}, "
         f"<= statsmodels AR(1) in {c['pinball_le_ar1']} of {c['rows']}"
     )

@@ -138,6 +138,9 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         row(0.98, 0.3, 0.01, ci=(0.975, 0.99)),  # wholly above
         row(0.5, 1, 1, 0),
     ]
+    # wider at 95 %, narrower at the baseline's own coverage of 0.9
+    rows[1]["forecaster"]["width_at_unconditional_coverage"] = 0.25
+    rows[2]["unconditional"] = rows[2]["unconditional"] | {"range_coverage": 0.92}
     assert horizon_eval.checks(rows) == {
         "rows": 4,
         "coverage_in_93_97": 1,
@@ -145,9 +148,39 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         "coverage_ci_below_93": 1,
         "coverage_ci_above_97": 1,
         "width_le_unconditional": 2,
+        "width_le_unconditional_at_equal_coverage": 3,
+        "unconditional_range_below_93": 1,
         "pinball_le_baselines": 2,
         "pinball_le_ar1": 2,
     }
+
+
+def _leveled(actual: float, widths: list[float]) -> dict:  # type: ignore[type-arg]
+    """A case whose intervals at SHARPNESS_LEVELS are centred on 0.5 with these widths."""
+    return {"actual": actual, "m": {"levels": [[0.5 - w / 2, 0.5 + w / 2] for w in widths]}}
+
+
+def test_width_at_coverage_reads_the_width_that_reaches_a_coverage() -> None:
+    """Ten cases, the outcome of case i at 0.5 + 0.01 i: an interval of width w covers the
+    cases with 0.02 i <= w. The widths grow with the level; at each level case i's interval
+    is (level / 0.95) times as wide as at 95 %."""
+    scale = np.array(horizon_eval.SHARPNESS_LEVELS) / horizon_eval.CONFIDENCE
+    cases = [_leveled(0.5 + 0.01 * i, list(0.2 * scale)) for i in range(10)]
+    # at 95 % every case is covered with width 0.2; level 0.5's width 0.105 covers 6 cases
+    assert horizon_eval.width_at_coverage(cases, "m", 1.0) == pytest.approx(0.2)
+    assert horizon_eval.width_at_coverage(cases, "m", 0.6) == pytest.approx(0.2 * 0.5 / 0.95)
+    w = [horizon_eval.width_at_coverage(cases, "m", t) for t in (0.3, 0.6, 0.9)]
+    assert np.all(np.diff(np.array(w, dtype=float)) >= 0)  # more coverage costs width
+    # a coverage the 95 % intervals do not reach cannot be met by narrowing them
+    narrow = [_leveled(0.5 + 0.01 * i, list(0.1 * scale)) for i in range(10)]
+    assert horizon_eval.width_at_coverage(narrow, "m", 0.9) is None
+    # below the lowest level's coverage: that level's width, an upper bound
+    assert horizon_eval.width_at_coverage(cases, "m", 0.0) == pytest.approx(0.2 * scale[0])
+
+
+def test_range_coverage_is_the_whole_sample_range() -> None:
+    cases = [{"actual": y, "u": {"min": 0.2, "max": 0.8}} for y in (0.1, 0.2, 0.5, 0.8, 0.9)]
+    assert horizon_eval.range_coverage(cases, "u") == pytest.approx(0.6)
 
 
 def _cases(hits_by_trace: dict[str, list[bool]]) -> list[dict]:  # type: ignore[type-arg]
@@ -194,6 +227,7 @@ def test_sample_summary_is_the_shortest_span() -> None:
     assert (s["lower"], s["upper"]) == (1.0, 1.0)
     assert (s["q_lower"], s["q_upper"]) == pytest.approx((0.475, 1.0))
     assert s["mean"] == pytest.approx(0.95)
+    assert (s["min"], s["max"]) == (0.0, 1.0)
     spread = horizon_eval.sample_summary(np.linspace(0.0, 1.0, 41))
     assert spread["upper"] - spread["lower"] == pytest.approx(0.95)  # 39 of 41 points
 
@@ -222,15 +256,36 @@ def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path
     ]
     top = report["rows"][0]
     assert top["n"] == 6 and set(top) >= {"forecaster", "analog_legacy", "unconditional", "ar1"}
-    assert set(top["forecaster"]) == {"n", "coverage", "width", "pinball", "mae", "coverage_ci"}
+    assert set(top["forecaster"]) == {
+        "n",
+        "coverage",
+        "width",
+        "pinball",
+        "mae",
+        "coverage_ci",
+        "width_at_unconditional_coverage",
+    }
     lo, hi = top["forecaster"]["coverage_ci"]
     assert lo <= top["forecaster"]["coverage"] <= hi
-    assert set(top["unconditional"]) == {"n", "coverage", "width", "pinball", "mae"}
+    assert set(top["unconditional"]) == {
+        "n",
+        "coverage",
+        "width",
+        "pinball",
+        "mae",
+        "range_coverage",
+    }
+    assert top["unconditional"]["range_coverage"] >= top["unconditional"]["coverage"]
     for case in report["cases"]:
         assert case["at"] + case["horizon_s"] <= 1.4e9 and case["category"] in (
             horizon_eval.CATEGORIES
         )
         assert 0.0 <= case["forecaster"]["lower"] <= case["forecaster"]["upper"] <= 1.0
+        levels = case["forecaster"]["levels"]
+        assert len(levels) == len(horizon_eval.SHARPNESS_LEVELS)
+        assert levels[-1] == [case["forecaster"]["lower"], case["forecaster"]["upper"]]
+        widths = [hi - lo for lo, hi in levels]
+        assert widths == sorted(widths)  # a higher level never needs a narrower interval
     # same seed, same cases
     assert main([*argv[:-3], "--json"]) == 0
     again = json.loads(capsys.readouterr().out)

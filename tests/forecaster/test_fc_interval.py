@@ -132,3 +132,18 @@ def test_an_interval_is_solved_once_per_confidence_and_bounds() -> None:
     assert first == fresh.interval(0.95, CPU)
     assert d.interval(0.9, CPU) == fresh.interval(0.9, CPU) != first
     assert d.interval(0.95) == fresh.interval(0.95) != first
+
+
+def test_confidences_share_one_censored_table_per_bounds() -> None:
+    """Asking for several confidences (forecast-eval's sharpness levels) tabulates the censored
+    CDF once per range, and each answer is the one a fresh distribution gives."""
+    comps = [(0.6, 0.97, 0.02), (0.25, 0.5, 0.08), (0.15, 0.05, 0.04)]
+    d = mixture(comps)
+    levels = (0.1, 0.5, 0.8, 0.95)
+    answers = [d.interval(c, CPU) for c in levels]
+    assert list(d._censored_tables) == [CPU]
+    assert answers == [mixture(comps).interval(c, CPU) for c in levels]
+    widths = [hi - lo for lo, hi in answers]
+    assert widths == sorted(widths) and widths[0] < widths[-1]
+    d.interval(0.9, (0.0, 0.99))
+    assert list(d._censored_tables) == [CPU, (0.0, 0.99)]
