@@ -157,7 +157,7 @@ _CDF_GRID = 129
 _AROUND = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class _CensoredTable:
     """The CDF of a distribution censored to a range, tabulated where its mass is: ``xs``
     from ``lo`` to ``hi`` (``hi`` twice, the table's last step being the atom above the
@@ -205,9 +205,10 @@ def _shortest_censored(
     then solved exactly and the shorter kept (the central on ties), so the answer is never
     wider than the central interval.
     """
-    t = dist._censored_tables.get(bounds)
-    if t is None:
-        t = dist._censored_tables.setdefault(bounds, _censored_table(dist, bounds))
+    tables = dist._censored_tables
+    if bounds not in tables:
+        tables[bounds] = _censored_table(dist, bounds)
+    t = tables[bounds]
     if t is None:  # everything lies beyond one bound
         at = clip(dist.mean, bounds)
         return (at, at)

@@ -299,10 +299,9 @@ def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
     MAE of the mean."""
     if not cases:
         return {"n": 0}
-    y = np.array([c["actual"] for c in cases])
+    y = _actuals(cases)
     lo, hi, q_lo, q_hi, mean = (
-        np.array([c[method][k] for c in cases])
-        for k in ("lower", "upper", "q_lower", "q_upper", "mean")
+        _column(cases, method, k) for k in ("lower", "upper", "q_lower", "q_upper", "mean")
     )
     loss = interval_pinball(y, q_lo, q_hi)
     return {
@@ -312,6 +311,16 @@ def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
         "pinball": float(np.mean(loss)),
         "mae": float(np.mean(np.abs(y - mean))),
     }
+
+
+def _actuals(cases: Sequence[dict[str, Any]]) -> FloatArray:
+    """The realised means of ``cases``."""
+    return np.array([c["actual"] for c in cases], dtype=np.float64)
+
+
+def _column(cases: Sequence[dict[str, Any]], method: str, key: str) -> FloatArray:
+    """One field of ``method``'s answer over ``cases`` (a list-valued one as a further axis)."""
+    return np.array([c[method][key] for c in cases], dtype=np.float64)
 
 
 def covered(y: FloatArray, lower: FloatArray, upper: FloatArray) -> NDArray[np.bool_]:
@@ -410,8 +419,8 @@ def coverage_interval(
     traces = sorted({c["trace"] for c in cases})
     if len(traces) < 2:
         return None
-    y = np.array([c["actual"] for c in cases])
-    lo, hi = (np.array([c[method][k] for c in cases]) for k in ("lower", "upper"))
+    y = _actuals(cases)
+    lo, hi = (_column(cases, method, k) for k in ("lower", "upper"))
     index = np.searchsorted(traces, [c["trace"] for c in cases])
     hits = np.bincount(index, weights=covered(y, lo, hi), minlength=len(traces))
     n = np.bincount(index, minlength=len(traces)).astype(np.float64)
@@ -431,27 +440,25 @@ def coverage_interval(
 def range_coverage(cases: Sequence[dict[str, Any]], method: str) -> float:
     """How often the outcome lies within the whole range of ``method``'s sample: the most any
     interval drawn from that sample could cover."""
-    y, lo, hi = (
-        np.array([c["actual"] for c in cases]),
-        np.array([c[method]["min"] for c in cases]),
-        np.array([c[method]["max"] for c in cases]),
-    )
-    return float(np.mean(covered(y, lo, hi)))
+    lo, hi = (_column(cases, method, k) for k in ("min", "max"))
+    return float(np.mean(covered(_actuals(cases), lo, hi)))
 
 
 def width_at_coverage(cases: Sequence[dict[str, Any]], method: str, target: float) -> float | None:
     """The mean width ``method``'s intervals need to cover ``target`` of ``cases``, read off
-    its intervals at :data:`SHARPNESS_LEVELS` (linear between levels; the lowest level's
-    width, an upper bound, when even that covers more). None when the 95 % interval covers
-    less than ``target``: it cannot be narrowed to meet it.
+    its intervals at :data:`SHARPNESS_LEVELS`: linear between levels, the narrowest level where
+    several cover alike, the lowest level's width (an upper bound) when even that covers more.
+    None when no level reaches ``target``.
 
     Widths only compare at equal coverage: a baseline that misses a quarter of the outcomes
     is narrow for that reason (at a day or more, even the full range of the past window
-    means misses a fifth of the outcomes on the shared traces, docs/architecture.md §4.7)."""
-    y = np.array([c["actual"] for c in cases])
-    levels = np.array([c[method]["levels"] for c in cases])  # case, level, (lower, upper)
-    cover = np.maximum.accumulate(covered(y[:, None], levels[..., 0], levels[..., 1]).mean(0))
-    width = (levels[..., 1] - levels[..., 0]).mean(0)
+    means misses at least a fifth of the outcomes on the shared traces, docs/architecture.md
+    §4.7)."""
+    levels = _column(cases, method, "levels")  # case, level, (lower, upper)
+    hits = covered(_actuals(cases)[:, None], levels[..., 0], levels[..., 1])
+    # a higher level whose intervals happen to cover less still reaches what a lower one did
+    cover, first = np.unique(np.maximum.accumulate(hits.mean(0)), return_index=True)
+    width = (levels[..., 1] - levels[..., 0]).mean(0)[first]
     if target > cover[-1]:
         return None
     return float(width[0] if target <= cover[0] else np.interp(target, cover, width))
@@ -478,7 +485,7 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         for r in scored
     ]
     beats_peer = [r["forecaster"]["pinball"] <= r["ar1"]["pinball"] + 1e-12 for r in scored]
-    unreachable = [r["unconditional"].get("range_coverage", 1.0) < COVERAGE_BAND[0] for r in scored]
+    unreachable = [r["unconditional"]["range_coverage"] < COVERAGE_BAND[0] for r in scored]
     return {
         "rows": len(scored),
         "coverage_in_93_97": int(sum(inside)),
@@ -498,11 +505,11 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def _width_at_equal_coverage(scores: dict[str, Any]) -> float:
-    """The forecaster's width at the unconditional baseline's coverage; its 95 % width where
-    the baseline covered more."""
-    at = scores.get("width_at_unconditional_coverage")
-    return float(scores["width"] if at is None else at)
+def _width_at_equal_coverage(forecaster: dict[str, Any]) -> float:
+    """The forecaster's width at the unconditional baseline's coverage; infinite where the
+    baseline covered more than any of its levels (a row that cannot pass)."""
+    at = forecaster["width_at_unconditional_coverage"]
+    return math.inf if at is None else float(at)
 
 
 #: Bins of the PIT histogram: a calibrated forecaster fills them evenly.

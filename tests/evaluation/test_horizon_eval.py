@@ -120,8 +120,14 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         n: int = 100,
         ci: tuple[float, float] | None = None,
     ) -> dict:  # type: ignore[type-arg]
-        base = {"coverage": 0.9, "width": 0.3, "pinball": 0.01}
-        forecaster = {"coverage": cover, "width": width, "pinball": pinball, "coverage_ci": ci}
+        base = {"coverage": 0.9, "width": 0.3, "pinball": 0.01, "range_coverage": 0.99}
+        forecaster = {
+            "coverage": cover,
+            "width": width,
+            "pinball": pinball,
+            "coverage_ci": ci,
+            "width_at_unconditional_coverage": min(width, 0.3),
+        }
         peer = {"coverage": 0.9, "width": 0.3, "pinball": 0.015}
         return {
             "n": n,
@@ -138,9 +144,11 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         row(0.98, 0.3, 0.01, ci=(0.975, 0.99)),  # wholly above
         row(0.5, 1, 1, 0),
     ]
-    # wider at 95 %, narrower at the baseline's own coverage of 0.9
+    # wider at 95 % but as narrow as the baseline at its own coverage of 0.9
     rows[1]["forecaster"]["width_at_unconditional_coverage"] = 0.25
-    rows[2]["unconditional"] = rows[2]["unconditional"] | {"range_coverage": 0.92}
+    rows[2]["forecaster"]["width_at_unconditional_coverage"] = 0.31  # wider at both
+    rows[3]["forecaster"]["width_at_unconditional_coverage"] = None  # never covers as often
+    rows[2]["unconditional"]["range_coverage"] = 0.92
     assert horizon_eval.checks(rows) == {
         "rows": 4,
         "coverage_in_93_97": 1,
@@ -148,7 +156,7 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         "coverage_ci_below_93": 1,
         "coverage_ci_above_97": 1,
         "width_le_unconditional": 2,
-        "width_le_unconditional_at_equal_coverage": 3,
+        "width_le_unconditional_at_equal_coverage": 2,
         "unconditional_range_below_93": 1,
         "pinball_le_baselines": 2,
         "pinball_le_ar1": 2,
@@ -166,14 +174,22 @@ def test_width_at_coverage_reads_the_width_that_reaches_a_coverage() -> None:
     is (level / 0.95) times as wide as at 95 %."""
     scale = np.array(horizon_eval.SHARPNESS_LEVELS) / horizon_eval.CONFIDENCE
     cases = [_leveled(0.5 + 0.01 * i, list(0.2 * scale)) for i in range(10)]
-    # at 95 % every case is covered with width 0.2; level 0.5's width 0.105 covers 6 cases
-    assert horizon_eval.width_at_coverage(cases, "m", 1.0) == pytest.approx(0.2)
+    # level 0.9 (width 0.189) already covers every case, as 0.95 does; level 0.5's width
+    # 0.105 covers 6
+    assert horizon_eval.width_at_coverage(cases, "m", 1.0) == pytest.approx(0.2 * 0.9 / 0.95)
     assert horizon_eval.width_at_coverage(cases, "m", 0.6) == pytest.approx(0.2 * 0.5 / 0.95)
     w = [horizon_eval.width_at_coverage(cases, "m", t) for t in (0.3, 0.6, 0.9)]
     assert np.all(np.diff(np.array(w, dtype=float)) >= 0)  # more coverage costs width
     # a coverage the 95 % intervals do not reach cannot be met by narrowing them
     narrow = [_leveled(0.5 + 0.01 * i, list(0.1 * scale)) for i in range(10)]
     assert horizon_eval.width_at_coverage(narrow, "m", 0.9) is None
+    # a level whose intervals cover less than the one below (moved off the outcomes) is
+    # passed over: 0.95 lies between level 0.8 (0.9 covered) and 0.95 (all covered)
+    dip = [_leveled(0.5 + 0.01 * i, list(0.2 * scale)) for i in range(10)]
+    for c in dip:
+        c["m"]["levels"][-2] = [0.0, 0.01]  # level 0.9 covers none
+    between = (0.2 * 0.8 / 0.95 + 0.2) / 2
+    assert horizon_eval.width_at_coverage(dip, "m", 0.95) == pytest.approx(between)
     # below the lowest level's coverage: that level's width, an upper bound
     assert horizon_eval.width_at_coverage(cases, "m", 0.0) == pytest.approx(0.2 * scale[0])
 
