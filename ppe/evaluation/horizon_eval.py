@@ -30,10 +30,13 @@ store read is (``Settings.history_limit``, 5000: 17 days of 5-minute samples).
 Scores: coverage of the nominal 95 % interval the service answers (the shortest one, of the
 value censored to [0, 1]: ``Distribution.interval``; for ``unconditional`` the shortest span
 holding 95 % of its sample), its mean width, the pinball loss of the central 2.5 % and 97.5 %
-quantiles (their average), and the MAE of the forecast mean against the realised mean; per horizon
-and per host category. Widths compare fairly only at equal coverage, so each row also gives the
-forecaster's width at the coverage the unconditional baseline reached (:func:`width_at_coverage`)
-and how often the baseline's whole range held the outcome (:func:`range_coverage`).
+quantiles (their average), the MAE of the forecast mean against the realised mean, and the
+CRPS of each method's whole distribution (censored to [0, 1] as the service clips) beside the
+last value before ``T`` as a point forecast, whose CRPS is its absolute error
+(:func:`scored_case`); per horizon and per host category. Widths compare fairly only at equal
+coverage, so each row also gives the forecaster's width at the coverage the unconditional
+baseline reached (:func:`width_at_coverage`) and how often the baseline's whole range held the
+outcome (:func:`range_coverage`).
 The category is decided from the last 7 days before ``T`` only (:func:`category`), in this
 order:
 
@@ -84,6 +87,9 @@ CATEGORY_WINDOW_S = 7 * 86400.0
 #: Fewest realised samples a window must hold, as a share of what its length should hold.
 MIN_REALISED = 0.5
 COVERAGE_BAND = (0.93, 0.97)
+#: Points of the CRPS integral over the availability range (:func:`censored_crps`): a spacing
+#: of 0.0005, a quarter of the narrowest kernel the analogues use.
+CRPS_POINTS = 2001
 #: Nominal levels of the forecaster's intervals kept per case, to compare widths with a
 #: baseline at the coverage that baseline reached (:func:`width_at_coverage`).
 SHARPNESS_LEVELS = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, CONFIDENCE)
@@ -183,6 +189,40 @@ def forecast_case(
     category, from samples strictly before ``now`` (the arrays may hold the future: it is cut
     here, as the service's store read does). ``fleet``: the other hosts, as the service holds
     them (their windows that ended before ``now`` are all that is read)."""
+    return _forecasts(timestamps, values, now, horizon_s, experiments, fleet)[0]
+
+
+def scored_case(
+    timestamps: FloatArray,
+    values: FloatArray,
+    now: float,
+    horizon_s: float,
+    actual: float,
+    experiments: bool = False,
+    fleet: Sequence[HostWindows] = (),
+) -> dict[str, Any]:
+    """:func:`forecast_case` with the realised mean ``actual`` and each method's CRPS of it
+    (:func:`censored_crps`; the unconditional sample's by :func:`sample_crps`), and the last
+    value before ``now``, the persistence forecast whose CRPS is its absolute error. The
+    forecasts are made first, from the history alone; ``actual`` only scores them."""
+    case, dists, sample = _forecasts(timestamps, values, now, horizon_s, experiments, fleet)
+    for name, dist in dists.items():
+        case[name]["crps"] = censored_crps(dist, actual)
+    case["unconditional"]["crps"] = sample_crps(sample, actual)
+    case.update(horizon_s=horizon_s, at=now, actual=actual)
+    return case
+
+
+def _forecasts(
+    timestamps: FloatArray,
+    values: FloatArray,
+    now: float,
+    horizon_s: float,
+    experiments: bool,
+    fleet: Sequence[HostWindows],
+) -> tuple[dict[str, Any], dict[str, Distribution], FloatArray]:
+    """:func:`forecast_case`, with the distributions it summarised and the unconditional
+    sample."""
     ts, xs = service_history(timestamps, values, now)
     snapped = snap_horizon(horizon_s)
     out: dict[str, Any] = {"category": category(ts, xs, now)}
@@ -211,9 +251,35 @@ def forecast_case(
         unclipped=list(_unclipped(served)),
         levels=[list(served.interval(level, CPU_BOUNDS)) for level in SHARPNESS_LEVELS],
     )
-    out["unconditional"] = sample_summary(unconditional(ts, xs, now, horizon_s))
-    out["ar1"] = summarise(ar1_distribution(ts, xs, now, horizon_s))
-    return out
+    sample = unconditional(ts, xs, now, horizon_s)
+    out["unconditional"] = sample_summary(sample)
+    dists["ar1"] = ar1_distribution(ts, xs, now, horizon_s)
+    out["ar1"] = summarise(dists["ar1"])
+    out["last_value"] = float(xs[-1])
+    return out, dists, sample
+
+
+def censored_crps(dist: Distribution, y: float, bounds: tuple[float, float] = CPU_BOUNDS) -> float:
+    """The CRPS of ``dist`` censored to ``bounds`` (as the service clips) at ``y`` in them:
+    the integral over the range of ``(F(x) - 1{x >= y})**2``, by the trapezoid rule on
+    :data:`CRPS_POINTS` points split at ``y``. A point forecast's is its absolute error."""
+    lo, hi = bounds
+    if dist.kind == "point":
+        return abs(y - min(max(dist.mean, lo), hi))
+    below = np.linspace(lo, y, max(2, round(CRPS_POINTS * (y - lo) / (hi - lo))))
+    above = np.linspace(y, hi, max(2, round(CRPS_POINTS * (hi - y) / (hi - lo))))
+    left = float(np.trapezoid(dist.cdf(below) ** 2, below))
+    right = float(np.trapezoid((1.0 - dist.cdf(above)) ** 2, above))
+    return left + right
+
+
+def sample_crps(sample: FloatArray, y: float) -> float:
+    """The CRPS of the empirical distribution of ``sample`` at ``y``:
+    ``E|X - y| - E|X - X'| / 2``, the pair term from the sorted sample in O(n log n)."""
+    s = np.sort(np.asarray(sample, dtype=np.float64))
+    n = s.size
+    pairs = 2.0 * float(np.dot(2.0 * np.arange(n) - n + 1.0, s)) / (n * n)
+    return float(np.mean(np.abs(s - y))) - pairs / 2.0
 
 
 def ar1_distribution(ts: FloatArray, xs: FloatArray, now: float, horizon_s: float) -> Distribution:
@@ -281,9 +347,7 @@ def evaluate_trace(
         cases = []
         for h in opts.horizons:
             for t, y in forecast_times(ts, xs, trace.name, h, per_trace, opts):
-                case = forecast_case(ts, xs, t, h, opts.switching, fleet)
-                case.update(horizon_s=h, at=t, actual=y)
-                cases.append(case)
+                cases.append(scored_case(ts, xs, t, h, y, opts.switching, fleet))
     return {"file": trace.source, "name": trace.name, "cases": cases}
 
 
@@ -295,8 +359,8 @@ def fleets(traces: Sequence[Trace]) -> list[list[HostWindows]]:
 
 def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
     """Coverage and mean width of the interval answered, mean pinball loss of the central
-    2.5 / 97.5 % quantiles (a score of the distribution, whichever interval is answered) and
-    MAE of the mean."""
+    2.5 / 97.5 % quantiles (a score of the distribution, whichever interval is answered),
+    MAE of the mean, and the mean CRPS where the cases were scored (:func:`scored_case`)."""
     if not cases:
         return {"n": 0}
     y = _actuals(cases)
@@ -304,13 +368,24 @@ def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
         _column(cases, method, k) for k in ("lower", "upper", "q_lower", "q_upper", "mean")
     )
     loss = interval_pinball(y, q_lo, q_hi)
-    return {
+    out = {
         "n": len(cases),
         "coverage": float(np.mean(covered(y, lo, hi))),
         "width": float(np.mean(hi - lo)),
         "pinball": float(np.mean(loss)),
         "mae": float(np.mean(np.abs(y - mean))),
     }
+    if all("crps" in c[method] for c in cases):
+        out["crps"] = float(np.mean(_column(cases, method, "crps")))
+    return out
+
+
+def last_value_scores(cases: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The persistence forecast (the last value before ``at``, NWS's simplest predictor): its
+    MAE, which is also its CRPS, a point's."""
+    y = _actuals(cases)
+    last = np.array([c["last_value"] for c in cases], dtype=np.float64)
+    return {"n": len(cases), "mae": float(np.mean(np.abs(y - last)))}
 
 
 def _actuals(cases: Sequence[dict[str, Any]]) -> FloatArray:
@@ -372,6 +447,7 @@ def aggregate(
                     group, "forecaster", row["unconditional"]["coverage"]
                 )
                 row["unconditional"]["range_coverage"] = range_coverage(group, "unconditional")
+                row["last_value"] = last_value_scores(group)
             rows.append(row)
     return rows
 
@@ -486,6 +562,12 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
     ]
     beats_peer = [r["forecaster"]["pinball"] <= r["ar1"]["pinball"] + 1e-12 for r in scored]
     unreachable = [r["unconditional"]["range_coverage"] < COVERAGE_BAND[0] for r in scored]
+    # the whole distribution against the last value as a point (its CRPS is its MAE)
+    beats_persistence = [
+        r["forecaster"]["crps"] <= r["last_value"]["mae"] + 1e-12
+        for r in scored
+        if "crps" in r["forecaster"]
+    ]
     return {
         "rows": len(scored),
         "coverage_in_93_97": int(sum(inside)),
@@ -502,6 +584,7 @@ def checks(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "unconditional_range_below_93": int(sum(unreachable)),
         "pinball_le_baselines": int(sum(sharper)),
         "pinball_le_ar1": int(sum(beats_peer)),
+        "crps_le_last_value": int(sum(beats_persistence)),
     }
 
 
@@ -682,7 +765,9 @@ def _duration_text(seconds: float) -> str:
 
 
 def render_text(report: dict[str, Any]) -> str:
-    """One rich table: per horizon and category, each method's coverage / width / pinball / MAE."""
+    """One rich table: per horizon and category, each method's coverage / width / pinball / MAE,
+    the forecaster's width at the unconditional baseline's coverage and its CRPS beside the
+    last value's."""
     from rich.console import Console
     from rich.table import Table
 
@@ -694,7 +779,8 @@ def render_text(report: dict[str, Any]) -> str:
         "cover [95 % interval over traces] / width / pinball / MAE"
     )
     methods = s.get("methods", METHODS)
-    for col in ("horizon", "category", "n", "fallback", "width at uncond. cover", *methods):
+    extra = ("width at uncond. cover", "CRPS (last value)")
+    for col in ("horizon", "category", "n", "fallback", *extra, *methods):
         table.add_column(col, justify="left" if col in ("horizon", "category") else "right")
     for r in report["rows"]:
         if r["n"] == 0:
@@ -709,12 +795,14 @@ def render_text(report: dict[str, Any]) -> str:
                 f"{sc['mae']:.3f}"
             )
         at = r["forecaster"].get("width_at_unconditional_coverage")
+        crps = r["forecaster"].get("crps")
         table.add_row(
             _duration(r["horizon_s"]),
             r["category"],
             str(r["n"]),
             f"{r['fallback_share']:.2f}",
             "-" if at is None else f"{at:.3f}",
+            "-" if crps is None else f"{crps:.4f} ({r['last_value']['mae']:.4f})",
             *cells,
             style="bold" if r["category"] == "all" else None,
         )
@@ -729,7 +817,8 @@ def render_text(report: dict[str, Any]) -> str:
         "coverage; its whole range covers under 93 % in "
         f"{c['unconditional_range_below_93']}); "
         f"pinball <= both baselines in {c['pinball_le_baselines']} of {c['rows']}, "
-        f"<= statsmodels AR(1) in {c['pinball_le_ar1']} of {c['rows']}"
+        f"<= statsmodels AR(1) in {c['pinball_le_ar1']} of {c['rows']}; "
+        f"CRPS <= the last value's in {c['crps_le_last_value']} of {c['rows']}"
     )
     return console.export_text()
 

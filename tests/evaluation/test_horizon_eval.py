@@ -160,7 +160,11 @@ def test_checks_count_rows_inside_and_below_the_band() -> None:
         "unconditional_range_below_93": 1,
         "pinball_le_baselines": 2,
         "pinball_le_ar1": 2,
+        "crps_le_last_value": 0,
     }
+    rows[0]["forecaster"]["crps"], rows[0]["last_value"] = 0.01, {"mae": 0.02}
+    rows[1]["forecaster"]["crps"], rows[1]["last_value"] = 0.03, {"mae": 0.02}
+    assert horizon_eval.checks(rows)["crps_le_last_value"] == 1
 
 
 def _leveled(actual: float, widths: list[float]) -> dict:  # type: ignore[type-arg]
@@ -280,6 +284,7 @@ def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path
         "mae",
         "coverage_ci",
         "width_at_unconditional_coverage",
+        "crps",
     }
     lo, hi = top["forecaster"]["coverage_ci"]
     assert lo <= top["forecaster"]["coverage"] <= hi
@@ -290,8 +295,10 @@ def test_cli_json(traces_dir: Path, capsys: pytest.CaptureFixture[str], tmp_path
         "pinball",
         "mae",
         "range_coverage",
+        "crps",
     }
     assert top["unconditional"]["range_coverage"] >= top["unconditional"]["coverage"]
+    assert set(top["last_value"]) == {"n", "mae"}
     for case in report["cases"]:
         assert case["at"] + case["horizon_s"] <= 1.4e9 and case["category"] in (
             horizon_eval.CATEGORIES
@@ -342,3 +349,58 @@ def test_an_outcome_on_the_bound_draws_its_pit_across_the_atom() -> None:
     pits = [horizon_eval.censored_pit(d, float(v), float(rng.uniform())) for v in y]
     counts, _ = np.histogram(pits, bins=10, range=(0, 1))
     assert counts.min() > 0.9 * 2000 and counts.max() < 1.1 * 2000
+
+
+def test_censored_crps_matches_the_normal_closed_form_and_censors() -> None:
+    """Far from the bounds the CRPS of N(mu, sd) is sd * (z (2 Phi(z) - 1) + 2 phi(z) -
+    1 / sqrt(pi)) (Gneiting and Raftery 2007); at a bound the censored forecast puts the mass
+    beyond it on the bound, which an outcome there is not charged for."""
+    from scipy.stats import norm
+
+    from forecaster.distribution import Distribution
+
+    mu, sd = 0.5, 0.04
+    d = Distribution("normal", [(1.0, mu, sd)], mu, sd, False, 100)
+    for y in (0.43, 0.5, 0.58):
+        z = (y - mu) / sd
+        exact = sd * (z * (2 * norm.cdf(z) - 1) + 2 * norm.pdf(z) - 1 / np.sqrt(np.pi))
+        assert horizon_eval.censored_crps(d, y) == pytest.approx(exact, abs=2e-6)
+    point = Distribution("point", [(1.0, 0.9, 0.0)], 0.9, 0.0, False, 1)
+    assert horizon_eval.censored_crps(point, 0.7) == pytest.approx(0.2)
+    # centred on the bound: the half above it, which censoring piles on 1, costs nothing
+    at_one = Distribution("normal", [(1.0, 1.0, 0.05)], 1.0, 0.05, False, 100)
+    uncensored = 0.05 * (2 * norm.pdf(0.0) - 1 / np.sqrt(np.pi))
+    assert horizon_eval.censored_crps(at_one, 1.0) == pytest.approx(uncensored / 2, rel=1e-4)
+
+
+def test_sample_crps_is_the_energy_form() -> None:
+    rng = np.random.default_rng(4)
+    sample = rng.uniform(0.2, 1.0, 57)
+    for y in (0.1, 0.55, 1.0):
+        brute = np.mean(np.abs(sample - y)) - np.mean(np.abs(sample[:, None] - sample)) / 2
+        assert horizon_eval.sample_crps(sample, y) == pytest.approx(brute, abs=1e-12)
+    assert horizon_eval.sample_crps(np.array([0.3]), 0.5) == pytest.approx(0.2)
+
+
+def test_scored_case_scores_the_forecasts_it_made_without_the_outcome(
+    bimodal: tuple[np.ndarray, np.ndarray],
+) -> None:
+    """The outcome only scores: the forecasts are forecast_case's whatever it is, the last
+    value is the sample just before ``at``, and a forecast nearer the outcome scores lower."""
+    ts, xs = bimodal
+    now = float(ts[0]) + 10.4 * DAY
+    base = horizon_eval.forecast_case(ts, xs, now, 3600.0)
+    near, far = (horizon_eval.scored_case(ts, xs, now, 3600.0, y) for y in (0.5, 0.02))
+    for case in (near, far):
+        for name in ("forecaster", "analog_legacy", "unconditional", "ar1"):
+            assert {k: v for k, v in case[name].items() if k != "crps"} == base[name]
+            assert case[name]["crps"] >= 0.0
+        assert case["last_value"] == float(xs[ts < now][-1]) == base["last_value"]
+    assert near["actual"] == 0.5 and near["at"] == now and near["horizon_s"] == 3600.0
+    assert near["unconditional"]["crps"] != far["unconditional"]["crps"]
+    assert near["forecaster"]["crps"] != far["forecaster"]["crps"]
+
+
+def test_last_value_scores_are_its_absolute_errors() -> None:
+    cases = [{"actual": 0.5, "last_value": 0.7}, {"actual": 1.0, "last_value": 0.9}]
+    assert horizon_eval.last_value_scores(cases) == {"n": 2, "mae": pytest.approx(0.15)}
