@@ -160,12 +160,11 @@ _AROUND = np.array([-2.0, -1.0, 0.0, 1.0, 2.0])
 @dataclass(frozen=True, eq=False)
 class _CensoredTable:
     """The CDF of a distribution censored to a range, tabulated where its mass is: ``xs``
-    from ``lo`` to ``hi`` (``hi`` twice, the table's last step being the atom above the
-    range) and ``table`` the CDF there. ``low_atom``/``high_atom``: whether that range's edge is
-    a bound with mass on it, the only case where an interval may end at an edge by choice."""
+    from the range's low end to its high end (that end twice, the table's last step being the
+    atom above the range) and ``table`` the CDF there. ``low_atom``/``high_atom``: whether that
+    range's edge is a bound with mass on it, the only case where an interval may end at an
+    edge by choice."""
 
-    lo: float
-    hi: float
     xs: FloatArray
     table: FloatArray
     low_atom: bool
@@ -186,8 +185,6 @@ def _censored_table(dist: Distribution, bounds: tuple[float, float]) -> _Censore
     grid = np.unique(np.clip(np.concatenate((np.linspace(lo, hi, _CDF_GRID), around)), lo, hi))
     cdf = dist.cdf(grid)
     return _CensoredTable(
-        lo=lo,
-        hi=hi,
         xs=np.append(grid, hi),
         table=np.append(cdf, 1.0),
         low_atom=lo == bounds[0] and cdf[0] > 0.0,
@@ -227,7 +224,7 @@ def _shortest_censored(
     b_lo, b_hi = (
         _censored_ppf(dist, float(q), t.xs, t.table) for q in (a[best], a[best] + confidence)
     )
-    if b_hi - b_lo < (c_hi - c_lo) - 1e-12 * (t.hi - t.lo):
+    if b_hi - b_lo < (c_hi - c_lo) - 1e-12 * (t.xs[-1] - t.xs[0]):
         return (b_lo, b_hi)
     return (c_lo, c_hi)
 

@@ -66,7 +66,7 @@ from threadpoolctl import threadpool_limits
 from forecaster.analog import CPU_ANALOG, LEGACY_ANALOG
 from forecaster.api import series_distribution
 from forecaster.config import DEFAULT_CONFIG
-from forecaster.distribution import Distribution, mixed
+from forecaster.distribution import Distribution, clip, mixed
 from forecaster.fleet import FLEET, FleetSource, HostWindows, settled_high
 from forecaster.history import FloatArray, series_before
 from forecaster.horizon import sample_spacing, snap_horizon
@@ -265,7 +265,7 @@ def censored_crps(dist: Distribution, y: float, bounds: tuple[float, float] = CP
     :data:`CRPS_POINTS` points split at ``y``. A point forecast's is its absolute error."""
     lo, hi = bounds
     if dist.kind == "point":
-        return abs(y - min(max(dist.mean, lo), hi))
+        return abs(y - clip(dist.mean, bounds))
     below = np.linspace(lo, y, max(2, round(CRPS_POINTS * (y - lo) / (hi - lo))))
     above = np.linspace(y, hi, max(2, round(CRPS_POINTS * (hi - y) / (hi - lo))))
     left = float(np.trapezoid(dist.cdf(below) ** 2, below))
@@ -383,14 +383,13 @@ def scores(cases: Sequence[dict[str, Any]], method: str) -> dict[str, float]:
 def last_value_scores(cases: Sequence[dict[str, Any]]) -> dict[str, float]:
     """The persistence forecast (the last value before ``at``, NWS's simplest predictor): its
     MAE, which is also its CRPS, a point's."""
-    y = _actuals(cases)
-    last = np.array([c["last_value"] for c in cases], dtype=np.float64)
+    y, last = _actuals(cases), _actuals(cases, "last_value")
     return {"n": len(cases), "mae": float(np.mean(np.abs(y - last)))}
 
 
-def _actuals(cases: Sequence[dict[str, Any]]) -> FloatArray:
-    """The realised means of ``cases``."""
-    return np.array([c["actual"] for c in cases], dtype=np.float64)
+def _actuals(cases: Sequence[dict[str, Any]], key: str = "actual") -> FloatArray:
+    """The realised means of ``cases`` (or another number every case holds)."""
+    return np.array([c[key] for c in cases], dtype=np.float64)
 
 
 def _column(cases: Sequence[dict[str, Any]], method: str, key: str) -> FloatArray:
