@@ -10,9 +10,11 @@ import pytest
 from forecaster import CPU_ANALOG, Distribution, forecast_series
 from forecaster.analog import (
     LEGACY_ANALOG,
+    _analogues,
     _combined,
     _episodes,
     _past_windows,
+    _state_tier,
     _widening,
     analog_horizon,
     prior_weight,
@@ -133,6 +135,45 @@ def test_a_well_supported_forecast_has_no_prior(traces: dict[str, Trace]) -> Non
     assert new is not None and old is not None
     assert new.support is not None and new.support >= CPU_ANALOG.prior_reach
     assert new.components == old.components
+
+
+def test_a_fallback_backs_off_to_the_present_level_first(traces: dict[str, Trace]) -> None:
+    """An idle bimodal host whose 6-hour forecast rests on five independent analogues: the
+    weight they lack goes first to the analogues of the idle level alone (any epoch age), whose
+    falls keep the saturated mode, and only then to all past windows (ninth pass, issue 17)."""
+    t = traces["41"]
+    now, horizon = float(t.timestamps[0]) + 9.4 * DAY, 6 * 3600.0
+    present = float(t.availability[t.timestamps < now][-1])
+    old_way = replace(CPU_ANALOG, state_support=0)
+    new = analog_horizon(t.timestamps, t.availability, now, horizon, CPU_ANALOG)
+    old = analog_horizon(t.timestamps, t.availability, now, horizon, old_way)
+    assert new is not None and old is not None and present > 0.99
+    assert new.fallback == old.fallback == "blend" and new.support == old.support
+    assert new.support is not None and 0 < new.support < CPU_ANALOG.min_support
+    # nearer the present level, narrower, and the other mode still there
+    assert abs(new.mean - present) < abs(old.mean - present) - 0.05
+    assert new.std < old.std - 0.02
+    assert 0.05 < float(new.cdf(0.5)) < float(old.cdf(0.5))
+
+    level = _analogues(
+        t.timestamps, t.availability, now, horizon, replace(CPU_ANALOG, epoch_band=0.0), True
+    )
+    assert level is not None
+    known = level.only(level.complete)
+    tier = _state_tier(known, level.width, now, CPU_ANALOG, CPU_ANALOG)
+    assert tier is not None
+    support = _episodes(known.positions, level.width)
+    assert tier[0] == pytest.approx(
+        min(1.0, support / CPU_ANALOG.state_support) * (1.0 - prior_weight(support, CPU_ANALOG))
+    )
+    assert tier[0] > 0.3
+    # some of the idle level's known windows fell; weighted by recency and this hour's
+    # chance of a fall they still keep mass on the saturated side
+    assert 0.0 < float(np.mean(known.outcomes < 0.5)) < 0.5 and float(tier[1].cdf(0.5)) > 0.02
+    empty = known.only(np.zeros(known.outcomes.size, dtype=bool))
+    assert _state_tier(empty, level.width, now, CPU_ANALOG, CPU_ANALOG) is None
+    with pytest.raises(ValueError, match="state_support"):
+        replace(CPU_ANALOG, state_support=-1)
 
 
 @pytest.mark.parametrize("name", ["41", "198"])
