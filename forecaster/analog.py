@@ -566,8 +566,9 @@ def _fallback(
     everything, everywhere = past
     share = support / opts.min_support  # < 1 (else this is not called)
     kopts = _fallback_options(opts)
+    backoff = opts.state_support > 0 and opts.epoch_band > 0
     level = None
-    if share > 0 or (opts.state_support > 0 and opts.epoch_band > 0):
+    if share > 0 or backoff:
         state_only = _analogues(
             timestamps, values, now, horizon_s, replace(opts, epoch_band=0.0), True
         )
@@ -576,7 +577,7 @@ def _fallback(
     if share > 0:
         parts.append((share, _known_kernel(complete, level, now, opts, kopts)))
     rest = 1.0 - share
-    if opts.state_support > 0 and opts.epoch_band > 0 and level is not None:
+    if backoff and level is not None:
         tier = _state_tier(level, found.width, now, opts, kopts)
         if tier is not None and tier[0] > 0:
             parts.append((rest * tier[0], tier[1]))
@@ -803,9 +804,11 @@ def _recency_weights(starts: FloatArray, now: float, recency_s: float) -> FloatA
 
     A host's habits drift over days (a periodic job changes its period, an application
     goes quiet for a week), so among starts that match the present state and epoch age,
-    the recent ones say more about what comes next. Only the matched analogues are
-    weighted: the state-only blend keeps the long memory of rare falls (weighting it too,
-    replay gave a host that had not fallen for days a full share, and it fell).
+    the recent ones say more about what comes next. The matched analogues are weighted, and
+    the level back-off that stands in for them in a fallback (:func:`_state_tier`); the
+    state-only background blended into a forecast keeps the long memory of rare falls
+    (weighting it too, replay gave a host that had not fallen for days a full share, and it
+    fell).
     """
     ages = now - np.asarray(starts, dtype=np.float64)
     if recency_s <= 0 or ages.size == 0:
