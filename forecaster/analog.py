@@ -450,8 +450,6 @@ def analog_horizon(
         support = _episodes(found.positions[found.complete], found.width)
         if support < opts.min_support:
             return _fallback(timestamps, values, now, horizon_s, opts, found, support)
-    sample = found.outcomes
-    weights = _recency_weights(found.starts, now, opts.recency_s)
     state_only = None
     if opts.epoch_band > 0 and (opts.background == "state" or opts.clock_hazard):
         state_only = _analogues(
@@ -463,13 +461,9 @@ def analog_horizon(
             background = None if state_only is None else state_only.outcomes
         else:
             background = analog_values(timestamps, values, now, horizon_s, opts, conditional=False)
-    if opts.clock_hazard:
-        ref = found if state_only is None else state_only
-        factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
-        weights = _fall_weights(sample, ref.level, factor, weights)
-        if background is not None:
-            background = _resample(background, _fall_weights(background, ref.level, factor))
-    dist = kernel_distribution(_resample(sample, weights), opts, background)
+    ref = found if state_only is None else state_only
+    sample, background = _weighted(found, ref, now, opts, background)
+    dist = kernel_distribution(sample, opts, background)
     if support is None:
         return dist
     return replace(
@@ -579,7 +573,7 @@ def _fallback(
     rest = 1.0 - share
     if backoff and level is not None:
         tier = _state_tier(level, found.width, now, opts, kopts)
-        if tier is not None and tier[0] > 0:
+        if tier is not None:
             parts.append((rest * tier[0], tier[1]))
             rest *= 1.0 - tier[0]
     if rest > 0:
@@ -601,13 +595,8 @@ def _known_kernel(
     this hour's chance of a fall, with the present level's known analogues as background."""
     ref = complete if level is None else level
     background = ref.outcomes if opts.unconditional_weight > 0 else None
-    weights = _recency_weights(complete.starts, now, opts.recency_s)
-    if opts.clock_hazard and ref.outcomes.size:
-        factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
-        weights = _fall_weights(complete.outcomes, ref.level, factor, weights)
-        if background is not None and background.size:
-            background = _resample(background, _fall_weights(background, ref.level, factor))
-    return kernel_distribution(_resample(complete.outcomes, weights), kopts, background)
+    sample, background = _weighted(complete, ref, now, opts, background)
+    return kernel_distribution(sample, kopts, background)
 
 
 def _state_tier(
@@ -621,11 +610,8 @@ def _state_tier(
         return None
     support = _episodes(level.positions, width)
     weight = min(1.0, support / opts.state_support) * (1.0 - prior_weight(support, opts))
-    weights = _recency_weights(level.starts, now, opts.recency_s)
-    if opts.clock_hazard:
-        factor = _clock_factor(level.outcomes, level.starts, level.level, now, opts)
-        weights = _fall_weights(level.outcomes, level.level, factor, weights)
-    return weight, kernel_distribution(_resample(level.outcomes, weights), kopts)
+    sample, _ = _weighted(level, level, now, opts)
+    return weight, kernel_distribution(sample, kopts)
 
 
 def _past_windows(
@@ -797,6 +783,25 @@ def _fall_weights(
     new_p = factor * p / (factor * p + (1.0 - p))
     out: FloatArray = w * np.where(fell, new_p / p, (1.0 - new_p) / (1.0 - p))
     return out
+
+
+def _weighted(
+    sample: _Analogues,
+    ref: _Analogues,
+    now: float,
+    opts: AnalogOptions,
+    background: FloatArray | None = None,
+) -> tuple[FloatArray, FloatArray | None]:
+    """``sample``'s outcomes resampled by recency (:func:`_recency_weights`) and by this hour's
+    chance of a fall as judged among ``ref`` (:func:`_clock_factor`), and ``background``
+    resampled by that chance alone; the one weighting every analogue kernel gets."""
+    weights = _recency_weights(sample.starts, now, opts.recency_s)
+    if opts.clock_hazard and ref.outcomes.size:
+        factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
+        weights = _fall_weights(sample.outcomes, ref.level, factor, weights)
+        if background is not None and background.size:
+            background = _resample(background, _fall_weights(background, ref.level, factor))
+    return _resample(sample.outcomes, weights), background
 
 
 def _recency_weights(starts: FloatArray, now: float, recency_s: float) -> FloatArray:
