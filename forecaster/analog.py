@@ -462,8 +462,7 @@ def analog_horizon(
         else:
             background = analog_values(timestamps, values, now, horizon_s, opts, conditional=False)
     ref = found if state_only is None else state_only
-    sample, background = _weighted(found, ref, now, opts, background)
-    dist = kernel_distribution(sample, opts, background)
+    dist = _weighted_kernel(found, ref, now, opts, opts, background)
     if support is None:
         return dist
     return replace(
@@ -595,8 +594,7 @@ def _known_kernel(
     this hour's chance of a fall, with the present level's known analogues as background."""
     ref = complete if level is None else level
     background = ref.outcomes if opts.unconditional_weight > 0 else None
-    sample, background = _weighted(complete, ref, now, opts, background)
-    return kernel_distribution(sample, kopts, background)
+    return _weighted_kernel(complete, ref, now, opts, kopts, background)
 
 
 def _state_tier(
@@ -610,8 +608,7 @@ def _state_tier(
         return None
     support = _episodes(level.positions, width)
     weight = min(1.0, support / opts.state_support) * (1.0 - prior_weight(support, opts))
-    sample, _ = _weighted(level, level, now, opts)
-    return weight, kernel_distribution(sample, kopts)
+    return weight, _weighted_kernel(level, level, now, opts, kopts)
 
 
 def _past_windows(
@@ -785,23 +782,25 @@ def _fall_weights(
     return out
 
 
-def _weighted(
+def _weighted_kernel(
     sample: _Analogues,
     ref: _Analogues,
     now: float,
     opts: AnalogOptions,
+    kopts: AnalogOptions,
     background: FloatArray | None = None,
-) -> tuple[FloatArray, FloatArray | None]:
-    """``sample``'s outcomes resampled by recency (:func:`_recency_weights`) and by this hour's
-    chance of a fall as judged among ``ref`` (:func:`_clock_factor`), and ``background``
-    resampled by that chance alone; the one weighting every analogue kernel gets."""
+) -> Distribution:
+    """The kernel (with ``kopts``) of ``sample``'s outcomes resampled by recency
+    (:func:`_recency_weights`) and by this hour's chance of a fall as judged among ``ref``
+    (:func:`_clock_factor`), and of ``background`` resampled by that chance alone: the one
+    weighting every analogue kernel gets."""
     weights = _recency_weights(sample.starts, now, opts.recency_s)
     if opts.clock_hazard and ref.outcomes.size:
         factor = _clock_factor(ref.outcomes, ref.starts, ref.level, now, opts)
         weights = _fall_weights(sample.outcomes, ref.level, factor, weights)
         if background is not None and background.size:
             background = _resample(background, _fall_weights(background, ref.level, factor))
-    return _resample(sample.outcomes, weights), background
+    return kernel_distribution(_resample(sample.outcomes, weights), kopts, background)
 
 
 def _recency_weights(starts: FloatArray, now: float, recency_s: float) -> FloatArray:
